@@ -1,0 +1,107 @@
+# oomtrace — plain Makefile. `make` builds the library and launcher, `make check` runs every test,
+# `make demo` runs the main job, `make bench` the benchmark suite, `make install PREFIX=...`.
+PREFIX ?= /usr/local
+CC ?= cc
+B := build
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wundef -Wno-unused-parameter
+CFLAGS ?= -O2 -g
+BASE_CFLAGS := -std=gnu11 $(WARN) -fPIC -Iinclude -Iinterpose -D_GNU_SOURCE -mcx16
+LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden -fno-omit-frame-pointer -ftls-model=initial-exec
+LIBS := -lunwind -ldl -lpthread
+
+LIB_SRCS := $(sort $(wildcard interpose/*.c))
+# The shim: files that define interposed symbols. Everything else is the core, linked into unit tests.
+SHIM_SRCS := $(filter interpose/hooks_%.c,$(LIB_SRCS))
+CORE_SRCS := $(filter-out $(SHIM_SRCS),$(LIB_SRCS))
+LIB_OBJS := $(LIB_SRCS:interpose/%.c=$(B)/obj/%.o)
+CORE_OBJS := $(CORE_SRCS:interpose/%.c=$(B)/obj/%.o)
+VERSION_SCRIPT := $(wildcard interpose/liboomtrace.map)
+
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
+TARGET_SRCS := $(sort $(wildcard tests/targets/*.c))
+TARGET_BINS := $(TARGET_SRCS:tests/targets/%.c=$(B)/targets/%)
+EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
+EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
+
+# Unit tests that also run under ThreadSanitizer / AddressSanitizer (core rebuilt with the sanitizer).
+TSAN_TESTS ?= test_table test_sites
+ASAN_TESTS ?= test_fmt test_options test_table test_sites test_report test_symbolize
+TSAN_BINS := $(TSAN_TESTS:%=$(B)/tests/tsan/%)
+ASAN_BINS := $(ASAN_TESTS:%=$(B)/tests/asan/%)
+
+all: $(B)/.deps $(B)/liboomtrace.so $(B)/oomtrace
+
+$(B)/.deps: scripts/deps.sh
+	@mkdir -p $(B)
+	@bash scripts/deps.sh
+	@touch $@
+
+$(B)/obj/%.o: interpose/%.c interpose/*.h include/*.h | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/liboomtrace.so: $(LIB_OBJS) $(VERSION_SCRIPT)
+	$(CC) -shared -o $@ $(LIB_OBJS) $(if $(VERSION_SCRIPT),-Wl$(comma)--version-script=$(VERSION_SCRIPT)) \
+	    -Wl,-z,nodelete -Wl,--no-undefined $(LIBS)
+
+comma := ,
+
+$(B)/libcore.a: $(CORE_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/oomtrace: launcher/oomtrace.c include/oomtrace.h interpose/internal.h | $(B)/.deps
+	$(CC) -std=gnu11 $(WARN) -Iinclude -Iinterpose -D_GNU_SOURCE $(CFLAGS) \
+	    -DOT_LIBDIR='"$(PREFIX)/lib"' $< -o $@
+
+$(B)/tests/unit/%: tests/unit/%.c tests/unit/harness.h $(B)/libcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< -o $@ $(B)/libcore.a $(LIBS)
+
+# Sanitizer builds compile the core sources straight into the test.
+$(B)/tests/tsan/%: tests/unit/%.c tests/unit/harness.h $(CORE_SRCS) | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -DOT_SANITIZER=1 $< $(CORE_SRCS) -o $@ $(LIBS)
+
+$(B)/tests/asan/%: tests/unit/%.c tests/unit/harness.h $(CORE_SRCS) | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	    -DOT_SANITIZER=1 $< $(CORE_SRCS) -o $@ $(LIBS)
+
+# Targets: tiny programs run under the preload. Built with debug info but no -rdynamic, so their
+# own function names must come from the symbol table, as in real binaries.
+$(B)/targets/%: tests/targets/%.c | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Iinclude $< -o $@ -lpthread -ldl
+
+$(B)/examples/%: examples/%.c include/oomtrace.h | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Iinclude $< -o $@ -lpthread -ldl
+
+-include $(wildcard tests/*/*.mk)
+
+TEST_BINS = $(UNIT_BINS) $(TSAN_BINS) $(ASAN_BINS) $(TARGET_BINS) $(EXAMPLE_BINS) $(EXTRA_TEST_BINS)
+
+tests: all $(TEST_BINS)
+
+check: tests
+	@bash tests/run.sh
+
+demo: all $(B)/examples/host_oom $(EXTRA_DEMO_BINS)
+	@bash scripts/demo.sh
+
+bench: all
+	@bash scripts/bench.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(B)/liboomtrace.so $(DESTDIR)$(PREFIX)/lib/liboomtrace.so
+	install -m 0755 $(B)/oomtrace $(DESTDIR)$(PREFIX)/bin/oomtrace
+	install -m 0644 include/oomtrace.h $(DESTDIR)$(PREFIX)/include/oomtrace.h
+
+clean:
+	rm -rf $(B)
+
+.PHONY: all tests check demo bench install clean
+.SECONDARY:

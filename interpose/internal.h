@@ -1,0 +1,298 @@
+/* oomtrace internal interface: everything shared between the files of interpose/.
+ * Nothing declared here may call malloc on a failure or signal path; each group names its file. */
+#ifndef OOMTRACE_INTERNAL_H
+#define OOMTRACE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define OT_VERSION "0.1.0"
+
+#define OT_EXPORT __attribute__((visibility("default")))
+#define OT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define OT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define OT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define OT_NOINLINE __attribute__((noinline))
+
+/* Allocation kinds, as stored in the live table (4 bits). */
+typedef enum {
+    OT_KIND_HOST = 0,    /* malloc family */
+    OT_KIND_DEVICE = 1,  /* cudaMalloc / cuMemAlloc / pitch / 3D */
+    OT_KIND_MANAGED = 2, /* cudaMallocManaged / cuMemAllocManaged */
+    OT_KIND_PINNED = 3,  /* cudaMallocHost / cudaHostAlloc / cuMemAllocHost / cuMemHostAlloc */
+    OT_KIND_VMM = 4,     /* cuMemCreate physical allocations (key is the handle) */
+    OT_KIND_POOL = 5,    /* stream-ordered: cudaMallocAsync / cuMemAllocAsync / FromPool */
+    OT_KIND_COUNT = 6
+} ot_kind_t;
+const char *ot_kind_name(unsigned kind);
+static inline bool ot_kind_is_device(unsigned kind) { return kind != OT_KIND_HOST; }
+
+/* Keys of the live table: user addresses are < 2^56, so the top byte tags other namespaces. */
+#define OT_KEY_VMM_TAG (1ull << 62)
+
+/* ------------------------------------------------------------------ fmt.c
+ * Formatting into caller-provided memory and raw write(2): no malloc, no stdio, no locale. */
+typedef struct {
+    char *p;
+    size_t cap, len;
+    int fd;         /* >= 0: flushed to this fd when full; -1: truncates */
+    bool truncated; /* something did not fit (fd < 0) */
+} ot_buf_t;
+
+void ot_buf_init(ot_buf_t *b, char *mem, size_t cap, int fd);
+void ot_buf_putn(ot_buf_t *b, const char *s, size_t n);
+void ot_buf_puts(ot_buf_t *b, const char *s);
+void ot_buf_putc(ot_buf_t *b, char c);
+void ot_buf_u64(ot_buf_t *b, uint64_t v);
+void ot_buf_i64(ot_buf_t *b, int64_t v);
+void ot_buf_hex(ot_buf_t *b, uint64_t v); /* 0x... */
+void ot_buf_bytes(ot_buf_t *b, uint64_t v); /* human: "3.6 MiB", "512 B" */
+void ot_buf_json_str(ot_buf_t *b, const char *s); /* quoted and escaped; NULL -> null */
+void ot_buf_json_i64_or_null(ot_buf_t *b, int64_t v); /* v < 0 -> null */
+/* printf subset: %s %c %d %i %u %x %p %% with l/ll/z modifiers and width/zero-pad for numbers. */
+void ot_buf_printf(ot_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ot_buf_vprintf(ot_buf_t *b, const char *fmt, va_list ap);
+void ot_buf_flush(ot_buf_t *b);
+const char *ot_buf_cstr(ot_buf_t *b); /* NUL-terminates (within cap) and returns p */
+
+ssize_t ot_write_all(int fd, const void *p, size_t n); /* raw syscall, retries EINTR/short writes */
+size_t ot_strlen(const char *s);
+int ot_strcmp(const char *a, const char *b);
+int ot_strncmp(const char *a, const char *b, size_t n);
+size_t ot_strlcpy(char *dst, const char *src, size_t cap);
+const char *ot_strstr(const char *h, const char *n);
+void ot_memset(void *p, int c, size_t n);
+void ot_memcpy(void *d, const void *s, size_t n);
+/* Parse an unsigned integer with optional K/M/G/T (binary) suffix. Returns false on bad syntax. */
+bool ot_parse_size(const char *s, size_t n, uint64_t *out);
+/* Reads a whole small file (e.g. /proc/...) into buf with raw syscalls. Returns bytes or -1. */
+ssize_t ot_read_file(const char *path, char *buf, size_t cap);
+/* Environment lookup that works before libc is fully up (walks environ). */
+const char *ot_getenv(const char *name);
+const char *ot_errno_name(int err); /* "ENOMEM" */
+
+/* ------------------------------------------------------------------ mmap_alloc.c
+ * Internal memory: mmap-backed, never from the malloc we wrap. */
+void *ot_mmap(size_t bytes);                 /* zeroed, NULL on failure */
+void ot_munmap(void *p, size_t bytes);
+/* Bump allocator over mmap'd chunks for small permanent objects (per-thread state, strings). */
+void *ot_perm_alloc(size_t bytes);
+
+/* ------------------------------------------------------------------ table.c
+ * Lock-free hash table keyed by a 64-bit key (0 and a few top values reserved), value 64 bits.
+ * The program serialises operations on one key (a block is freed only after its malloc returned),
+ * so the table only has to be safe across different keys. Memory comes from mmap; it grows with the
+ * number of live keys and gives memory back as they are removed. */
+bool ot_table_insert(uint64_t key, uint64_t val);        /* false only if out of memory */
+bool ot_table_remove(uint64_t key, uint64_t *val_out);   /* false: key unknown */
+bool ot_table_lookup(uint64_t key, uint64_t *val_out);
+/* Replace the value of a present key (used by realloc-in-place). */
+bool ot_table_update(uint64_t key, uint64_t val);
+typedef void (*ot_table_visit_fn)(uint64_t key, uint64_t val, void *ctx);
+/* Visits every live entry. Safe from a signal handler and concurrently with updates
+ * (entries changed during the walk may or may not be seen). No malloc. */
+void ot_table_walk(ot_table_visit_fn fn, void *ctx);
+typedef struct {
+    uint64_t live;         /* keys present */
+    uint64_t capacity;     /* slots over all generations */
+    uint64_t mapped_bytes; /* bytes currently mapped (RSS upper bound) */
+    unsigned generations;
+} ot_table_stats_t;
+void ot_table_stats(ot_table_stats_t *st);
+void ot_table_reset_for_test(void); /* unit tests only: drop everything */
+
+/* Value packing (live.c): size 40 bits, kind 4 bits, site 20 bits. Sizes >= 2^40 go to a side
+ * table and store OT_SIZE_BIG here. */
+#define OT_SITE_BITS 20
+#define OT_MAX_SITES ((1u << OT_SITE_BITS) - 1)
+#define OT_SIZE_BITS 40
+#define OT_SIZE_BIG ((1ull << OT_SIZE_BITS) - 1)
+static inline uint64_t ot_pack(uint64_t size, unsigned kind, uint32_t site)
+{
+    if (size >= OT_SIZE_BIG) size = OT_SIZE_BIG;
+    return size | ((uint64_t)(kind & 15) << OT_SIZE_BITS) | ((uint64_t)site << (OT_SIZE_BITS + 4));
+}
+static inline uint64_t ot_unpack_size(uint64_t v) { return v & OT_SIZE_BIG; }
+static inline unsigned ot_unpack_kind(uint64_t v) { return (unsigned)(v >> OT_SIZE_BITS) & 15; }
+static inline uint32_t ot_unpack_site(uint64_t v) { return (uint32_t)(v >> (OT_SIZE_BITS + 4)); }
+
+/* ------------------------------------------------------------------ stack.c
+ * Stack capture. ot_stack_capture may use a fast path; ot_stack_capture_exact always uses
+ * libunwind. Both return the number of return addresses written, skipping `skip` innermost frames
+ * of the caller. Neither calls malloc. */
+#define OT_MAX_FRAMES 64
+unsigned ot_stack_capture(uintptr_t *ips, unsigned max, unsigned skip);
+unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsigned skip);
+void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
+
+/* ------------------------------------------------------------------ symbolize.c
+ * Address -> module, offset, function (demangled without malloc). Safe on failure paths: reads
+ * /proc/self/maps and ELF symbol tables with raw syscalls and mmap. */
+typedef struct {
+    uintptr_t ip;
+    const char *module;  /* path, points into a static cache valid until the next refresh */
+    uintptr_t offset;    /* ip - module load base (addr2line -e module offset) */
+    char function[512];  /* demangled where possible; "" if unknown */
+    char file[256];      /* "" if unknown */
+    int line;            /* 0 if unknown */
+} ot_frame_t;
+void ot_symbolize_begin(void);  /* refresh the module map (once per report) */
+void ot_symbolize(uintptr_t ip, ot_frame_t *out);
+/* Demangle an Itanium C++ name into out without allocating; returns false (out = copy) if unsupported. */
+bool ot_demangle(const char *mangled, char *out, size_t cap);
+
+/* ------------------------------------------------------------------ sites.c
+ * Call-site table: stacks deduplicated into ids 1..OT_MAX_SITES with per-site statistics. */
+typedef struct {
+    uint32_t id;
+    unsigned kind;
+    int device;     /* CUDA ordinal, -1 for host */
+    unsigned depth;
+    const uintptr_t *ips;
+    uint64_t live_bytes, live_count, peak_bytes, total_bytes, total_count;
+    bool estimated; /* totals scaled up from byte sampling */
+} ot_site_info_t;
+uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, int device); /* 0: full */
+void ot_sites_on_alloc(uint32_t id, uint64_t weight_bytes, bool estimated);
+void ot_sites_on_free(uint32_t id, uint64_t weight_bytes);
+bool ot_sites_get(uint32_t id, ot_site_info_t *out);
+uint32_t ot_sites_count(void);
+/* Fills ids[] with up to max site ids of the given kind class (host / device) by live bytes desc. */
+unsigned ot_sites_top(uint32_t *ids, unsigned max, bool device);
+void ot_sites_reset_for_test(void);
+
+/* ------------------------------------------------------------------ options.c */
+typedef enum { OT_STACKS_SAMPLED = 0, OT_STACKS_ALL = 1, OT_STACKS_NONE = 2 } ot_stacks_mode_t;
+typedef struct {
+    char report[512];      /* JSON path template, "" = none */
+    char log[512];         /* "stderr", "none" or a path template */
+    ot_stacks_mode_t stacks;
+    unsigned stack_depth;
+    uint64_t sample_bytes;     /* mean bytes between sampled small allocations */
+    uint64_t stack_min_bytes;  /* allocations at least this big always get a stack */
+    unsigned max_reports;      /* full reports per process; later failures are counted */
+    unsigned top_sites;        /* sites listed per report */
+    bool cuda;                 /* intercept CUDA */
+    bool verbose;
+} ot_options_t;
+extern ot_options_t ot_opt;
+void ot_options_defaults(ot_options_t *o);
+/* Parses "k=v:k=v". Errors are written as one line each to err (prefix "oomtrace: "). Returns the
+ * number of errors; on error the bad key keeps its default. */
+int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err);
+/* Expands %p %h %e %r %n %% into out. Returns false if the result does not fit. */
+bool ot_expand_template(const char *tmpl, unsigned report_no, char *out, size_t cap);
+const char *ot_rank_string(void); /* RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK, or NULL */
+
+/* ------------------------------------------------------------------ memprobe.c */
+typedef struct {
+    int64_t mem_total, mem_available, swap_total, swap_free; /* -1 unknown */
+    int64_t vm_size, vm_rss, vm_peak, vm_data;
+    int64_t rlimit_as, rlimit_data;   /* -1 unlimited */
+    int64_t cgroup_limit, cgroup_usage, cgroup_swap_limit; /* -1 unlimited/unknown */
+    int cgroup_version;               /* 0 none found, 1, 2 */
+    char cgroup_path[256];
+    int ptr_bits;
+    int64_t overcommit_memory;        /* /proc/sys/vm/overcommit_memory, -1 unknown */
+} ot_host_mem_t;
+void ot_probe_host(ot_host_mem_t *m);
+
+/* ------------------------------------------------------------------ live.c
+ * Exact live totals, recording and forgetting allocations, sampling decisions. */
+typedef struct {
+    uint64_t bytes, count, peak_bytes, total_bytes, total_count;
+} ot_totals_t;
+void ot_live_totals(bool device, ot_totals_t *out);      /* host, or all device kinds together */
+void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
+/* Record a successful allocation made by the hook that calls this directly (the stack, when one is
+ * taken, drops this function and the hook: frame #0 is the hook's caller; helpers between the hook
+ * and this call must be always_inline). device: CUDA ordinal, -1 for host memory. Device kinds always get
+ * a call site; host allocations get one by the sampling policy. */
+void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device);
+/* Forget an allocation; returns true and fills size/kind if it was known. */
+bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
+bool ot_live_lookup(uint64_t key, uint64_t *size, unsigned *kind);
+/* realloc: the old record is taken out of the table before the real call (so that no other thread
+ * can be handed the same address while it is still recorded), then either put back unchanged (the
+ * call failed: the old block stays valid and tracked) or released (its bytes leave the totals). */
+bool ot_live_take(uint64_t key, uint64_t *val);
+void ot_live_put_back(uint64_t key, uint64_t val);
+void ot_live_release(uint64_t key, uint64_t val);
+
+/* ------------------------------------------------------------------ report.c */
+typedef struct {
+    int index;
+    char name[128];
+    char pci_bus_id[32];
+    char uuid[80];
+    bool mem_known;
+    uint64_t total, free;
+    char unavailable[200]; /* driver's reason when memory is unknown */
+    struct {
+        uint32_t pid;
+        char name[64];
+        uint64_t used;   /* UINT64_MAX: unknown */
+        bool is_self;
+    } procs[32];
+    int nprocs;
+    bool procs_known;
+    char procs_note[240]; /* "NVML not found", "pids are host pids; this process not identified", ... */
+} ot_device_info_t;
+
+typedef struct {
+    const char *api;        /* "malloc", "cudaMalloc", ... */
+    uint64_t size;          /* bytes requested (for calloc: nmemb*size, saturated) */
+    uint64_t count;         /* calloc nmemb / reallocarray nmemb, else 0 */
+    uint64_t alignment;     /* 0 if none */
+    int error_code;         /* errno or CUDA error number */
+    const char *error_name; /* "ENOMEM", "cudaErrorMemoryAllocation", ... */
+    bool device;            /* a device allocation failed */
+    int device_index;       /* -1 unknown */
+    bool may_recover;       /* e.g. operator new will call the new-handler and retry */
+    const char *note;       /* extra line, or NULL */
+    unsigned skip;          /* frames of the hook to drop from the failing stack */
+} ot_failure_t;
+
+/* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. */
+void ot_report_failure(const ot_failure_t *f);
+/* Writes a report of the given event ("snapshot", ...) now; returns the report number or -1. */
+int ot_report_event(const char *event, const char *reason);
+unsigned ot_report_failures_total(void);
+unsigned ot_report_failures_suppressed(void);
+/* After fork, in the child: a report that another thread was writing is abandoned. */
+void ot_report_atfork_child(void);
+/* Filled by the CUDA family when it is active (cuda_probe.c); returns number of devices written
+ * (focus_device first when >= 0). may_load: false on a host-allocation failure, where the heap
+ * may be exhausted: then nothing may be dlopen'ed (NVML is used only if already loaded). */
+int ot_cuda_probe_devices(ot_device_info_t *out, int max, int focus_device, bool may_load);
+bool ot_cuda_active(void);
+
+/* ------------------------------------------------------------------ init.c / hooks */
+typedef struct {
+    volatile int initialized;   /* 0 no, 1 in progress, 2 done */
+    pid_t pid;
+    char exe[256];
+    char cmdline[1024];
+    char host[128];
+    unsigned reports_written;
+    unsigned failures_seen;
+} ot_state_t;
+extern ot_state_t ot_state;
+void ot_init(void);          /* idempotent */
+bool ot_ready(void);
+/* Per-thread recursion guard: hooks called while it is held go straight to the real functions. */
+extern OT_TLS int ot_in_hook;
+/* Single path for internal warnings (capped, raw write to stderr). */
+void ot_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------------ resolve.c
+ * The real dlsym, found with dlvsym so that our own exported dlsym wrapper (hooks_dlsym.c) is never
+ * what we call. ot_next(name) = real dlsym(RTLD_NEXT, name) as seen from liboomtrace.so. */
+void *ot_real_dlsym(void *handle, const char *name);
+void *ot_real_dlvsym(void *handle, const char *name, const char *version);
+void *ot_next(const char *name);
+
+#endif

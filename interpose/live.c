@@ -1,0 +1,306 @@
+/* Live allocations: exact per-kind totals (per-thread counters, summed on demand), the live table
+ * entry of every block, and the stack policy (always above stack_min_bytes, byte-sampled below).
+ * This is the malloc/free fast path: no locks, no shared counters touched per call. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef struct thread_counters {
+    /* Written only by the owning thread (relaxed atomics so that readers summing them are not racy). */
+    _Atomic int64_t bytes[OT_KIND_COUNT], count[OT_KIND_COUNT];
+    _Atomic uint64_t total_bytes[OT_KIND_COUNT], total_count[OT_KIND_COUNT];
+    int64_t unflushed;         /* host bytes not yet folded into the approximate global level */
+    int64_t sample_left;       /* bytes until the next sampled small allocation */
+    uint64_t rng;
+    _Atomic int in_use;
+    struct thread_counters *next;
+} thread_counters_t;
+
+static _Atomic(thread_counters_t *) all_threads;
+static OT_TLS thread_counters_t *my_counters;
+static pthread_key_t counters_key;
+static _Atomic int key_ready;
+
+/* The peak is tracked on an approximate running level that each thread updates every
+ * PEAK_GRANULE bytes of change (and at once for big blocks), so it is exact to within
+ * PEAK_GRANULE per thread; reports also fold in the exact level at the time of the report. */
+#define PEAK_GRANULE (256 * 1024)
+static _Atomic int64_t approx_level[2];
+static _Atomic uint64_t peak_level[2];
+
+/* Blocks of 2^40 bytes and more do not fit the table's size field; they are rare enough for a
+ * small side table. */
+#define BIG_SLOTS 64
+static struct {
+    _Atomic uint64_t key;
+    _Atomic uint64_t size;
+} big[BIG_SLOTS];
+
+static void counters_release(void *p)
+{
+    thread_counters_t *c = p;
+    /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
+    atomic_store_explicit(&c->in_use, 0, memory_order_release);
+}
+
+static void ensure_key(void)
+{
+    int expected = 0;
+    if (atomic_load_explicit(&key_ready, memory_order_acquire) == 2) return;
+    if (atomic_compare_exchange_strong(&key_ready, &expected, 1)) {
+        pthread_key_create(&counters_key, counters_release);
+        atomic_store_explicit(&key_ready, 2, memory_order_release);
+    }
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Exponentially distributed gap with mean sample_bytes (as tcmalloc's heap sampler), so that
+ * periodic allocation patterns cannot dodge the sampler. */
+static int64_t next_sample_gap(thread_counters_t *c)
+{
+    double u = (double)((rng_next(&c->rng) >> 11) + 1) / 9007199254740993.0;
+    double gap = -log(u) * (double)ot_opt.sample_bytes;
+    if (gap < 1) gap = 1;
+    if (gap > 1e15) gap = 1e15;
+    return (int64_t)gap;
+}
+
+static OT_NOINLINE thread_counters_t *counters_slow(void)
+{
+    ensure_key();
+    thread_counters_t *c = NULL;
+    for (thread_counters_t *t = atomic_load_explicit(&all_threads, memory_order_acquire); t; t = t->next) {
+        int expected = 0;
+        if (atomic_load_explicit(&t->in_use, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&t->in_use, &expected, 1)) {
+            c = t;
+            break;
+        }
+    }
+    if (!c) {
+        c = ot_perm_alloc(sizeof *c);
+        if (!c) return NULL;
+        atomic_store_explicit(&c->in_use, 1, memory_order_relaxed);
+        c->next = atomic_load_explicit(&all_threads, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&all_threads, &c->next, c, memory_order_release,
+                                                      memory_order_relaxed)) {
+        }
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)&ts ^ (uint64_t)gettid() ^ 0x9e3779b97f4a7c15ull;
+    if (!c->rng) c->rng = 1;
+    c->sample_left = next_sample_gap(c);
+    my_counters = c;
+    if (atomic_load_explicit(&key_ready, memory_order_acquire) == 2) pthread_setspecific(counters_key, c);
+    return c;
+}
+
+static inline thread_counters_t *counters(void)
+{
+    thread_counters_t *c = my_counters;
+    return OT_LIKELY(c != NULL) ? c : counters_slow();
+}
+
+static inline void bump(_Atomic int64_t *v, int64_t d)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
+static inline void bumpu(_Atomic uint64_t *v, uint64_t d)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
+static void raise_peak(int cls, int64_t level)
+{
+    uint64_t p = atomic_load_explicit(&peak_level[cls], memory_order_relaxed);
+    while (level > 0 && (uint64_t)level > p &&
+           !atomic_compare_exchange_weak_explicit(&peak_level[cls], &p, (uint64_t)level, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+static void level_change(thread_counters_t *c, unsigned kind, int64_t delta)
+{
+    int cls = ot_kind_is_device(kind);
+    if (cls == 0) {
+        c->unflushed += delta;
+        if (c->unflushed < PEAK_GRANULE && c->unflushed > -PEAK_GRANULE) return;
+        delta = c->unflushed;
+        c->unflushed = 0;
+    }
+    int64_t now = atomic_fetch_add_explicit(&approx_level[cls], delta, memory_order_relaxed) + delta;
+    if (delta > 0) raise_peak(cls, now);
+}
+
+/* Weight of a sampled block: its size divided by the probability that the byte sampler picked
+ * it, 1 - exp(-size/T), so that per-site sums are unbiased estimates. */
+static uint64_t sample_weight(uint64_t size)
+{
+    double t = (double)ot_opt.sample_bytes;
+    double p = -expm1(-(double)size / t);
+    if (p <= 0) return size;
+    double w = (double)size / p;
+    return w > 1.8e19 ? UINT64_MAX : (uint64_t)w;
+}
+
+static bool full_stack_for(uint64_t size, unsigned kind)
+{
+    return kind != OT_KIND_HOST || ot_opt.stacks == OT_STACKS_ALL || size >= ot_opt.stack_min_bytes;
+}
+
+static void big_put(uint64_t key, uint64_t size)
+{
+    for (int i = 0; i < BIG_SLOTS; i++) {
+        uint64_t expected = 0;
+        if (atomic_compare_exchange_strong(&big[i].key, &expected, key)) {
+            atomic_store(&big[i].size, size);
+            return;
+        }
+    }
+    /* More than 64 blocks of a terabyte or more: sizes beyond this are reported as 1 TiB - 1. */
+}
+
+static uint64_t big_take(uint64_t key, bool remove)
+{
+    for (int i = 0; i < BIG_SLOTS; i++) {
+        if (atomic_load(&big[i].key) == key) {
+            uint64_t s = atomic_load(&big[i].size);
+            if (remove) atomic_store(&big[i].key, 0);
+            return s;
+        }
+    }
+    return OT_SIZE_BIG;
+}
+
+OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
+{
+    thread_counters_t *c = counters();
+    if (OT_UNLIKELY(!c)) return;
+    uint32_t site = 0;
+    bool full = full_stack_for(size, kind);
+    bool take = full ? ot_opt.stacks != OT_STACKS_NONE || kind != OT_KIND_HOST : false;
+    if (!full && ot_opt.stacks == OT_STACKS_SAMPLED) {
+        c->sample_left -= (int64_t)size;
+        if (OT_UNLIKELY(c->sample_left <= 0)) {
+            take = true;
+            c->sample_left = next_sample_gap(c);
+        }
+    }
+    if (OT_UNLIKELY(take)) {
+        uintptr_t ips[OT_MAX_FRAMES];
+        unsigned depth = ot_opt.stacks == OT_STACKS_NONE ? 0 : ot_stack_capture(ips, ot_opt.stack_depth, 2);
+        site = ot_sites_intern(ips, depth, kind, device);
+        if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
+    }
+    if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
+    if (OT_UNLIKELY(!ot_table_insert(key, ot_pack(size, kind, site)))) return; /* out of memory: untracked */
+    bump(&c->bytes[kind], (int64_t)size);
+    bump(&c->count[kind], 1);
+    bumpu(&c->total_bytes[kind], size);
+    bumpu(&c->total_count[kind], 1);
+    level_change(c, kind, (int64_t)size);
+}
+
+static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
+{
+    uint64_t size = ot_unpack_size(val);
+    unsigned kind = ot_unpack_kind(val);
+    uint32_t site = ot_unpack_site(val);
+    if (OT_UNLIKELY(size == OT_SIZE_BIG)) size = big_take(key, true);
+    thread_counters_t *c = counters();
+    if (c) {
+        bump(&c->bytes[kind], -(int64_t)size);
+        bump(&c->count[kind], -1);
+        level_change(c, kind, -(int64_t)size);
+    }
+    if (site) ot_sites_on_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
+    if (size_out) *size_out = size;
+    if (kind_out) *kind_out = kind;
+}
+
+bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind)
+{
+    uint64_t val;
+    if (!ot_table_remove(key, &val)) return false;
+    account_free(key, val, size, kind);
+    return true;
+}
+
+bool ot_live_lookup(uint64_t key, uint64_t *size, unsigned *kind)
+{
+    uint64_t val;
+    if (!ot_table_lookup(key, &val)) return false;
+    uint64_t s = ot_unpack_size(val);
+    if (s == OT_SIZE_BIG) s = big_take(key, false);
+    if (size) *size = s;
+    if (kind) *kind = ot_unpack_kind(val);
+    return true;
+}
+
+void ot_live_totals_kind(unsigned kind, ot_totals_t *out)
+{
+    int64_t b = 0, n = 0;
+    uint64_t tb = 0, tn = 0;
+    for (thread_counters_t *t = atomic_load_explicit(&all_threads, memory_order_acquire); t; t = t->next) {
+        b += atomic_load_explicit(&t->bytes[kind], memory_order_relaxed);
+        n += atomic_load_explicit(&t->count[kind], memory_order_relaxed);
+        tb += atomic_load_explicit(&t->total_bytes[kind], memory_order_relaxed);
+        tn += atomic_load_explicit(&t->total_count[kind], memory_order_relaxed);
+    }
+    out->bytes = b > 0 ? (uint64_t)b : 0;
+    out->count = n > 0 ? (uint64_t)n : 0;
+    out->total_bytes = tb;
+    out->total_count = tn;
+    out->peak_bytes = 0;
+}
+
+void ot_live_totals(bool device, ot_totals_t *out)
+{
+    ot_memset(out, 0, sizeof *out);
+    for (unsigned k = 0; k < OT_KIND_COUNT; k++) {
+        if (ot_kind_is_device(k) != device) continue;
+        ot_totals_t t;
+        ot_live_totals_kind(k, &t);
+        out->bytes += t.bytes;
+        out->count += t.count;
+        out->total_bytes += t.total_bytes;
+        out->total_count += t.total_count;
+    }
+    raise_peak(device, (int64_t)out->bytes);
+    out->peak_bytes = atomic_load_explicit(&peak_level[device], memory_order_relaxed);
+}
+
+const char *ot_kind_name(unsigned kind)
+{
+    static const char *const names[] = {"host", "device", "managed", "pinned", "vmm", "pool"};
+    return kind < OT_KIND_COUNT ? names[kind] : "unknown";
+}
+
+bool ot_live_take(uint64_t key, uint64_t *val)
+{
+    return ot_table_remove(key, val);
+}
+
+void ot_live_put_back(uint64_t key, uint64_t val)
+{
+    ot_table_insert(key, val);
+}
+
+void ot_live_release(uint64_t key, uint64_t val)
+{
+    account_free(key, val, NULL, NULL);
+}

@@ -1,0 +1,213 @@
+/* OOMTRACE_OPTIONS parsing ("key=value:key=value", the sanitizers' convention) and report path
+ * templates. Runs at start-up before libc may be fully usable: no malloc, no stdio, no getenv. */
+#include <unistd.h>
+
+#include "internal.h"
+
+ot_options_t ot_opt;
+
+void ot_options_defaults(ot_options_t *o)
+{
+    ot_memset(o, 0, sizeof *o);
+    ot_strlcpy(o->report, "oomtrace.%e.%p.%n.json", sizeof o->report);
+    ot_strlcpy(o->log, "stderr", sizeof o->log);
+    o->stacks = OT_STACKS_SAMPLED;
+    o->stack_depth = 32;
+    o->sample_bytes = 512 * 1024;
+    o->stack_min_bytes = 64 * 1024;
+    o->max_reports = 3;
+    o->top_sites = 10;
+    o->cuda = true;
+    o->verbose = false;
+}
+
+static bool key_is(const char *k, size_t kl, const char *name)
+{
+    return ot_strlen(name) == kl && !ot_strncmp(k, name, kl);
+}
+
+static bool parse_bool(const char *v, size_t n, bool *out)
+{
+    if ((n == 1 && v[0] == '1') || (n == 4 && !ot_strncmp(v, "true", 4)) || (n == 3 && !ot_strncmp(v, "yes", 3)) ||
+        (n == 2 && !ot_strncmp(v, "on", 2))) {
+        *out = true;
+        return true;
+    }
+    if ((n == 1 && v[0] == '0') || (n == 5 && !ot_strncmp(v, "false", 5)) || (n == 2 && !ot_strncmp(v, "no", 2)) ||
+        (n == 3 && !ot_strncmp(v, "off", 3))) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+static void bad(ot_buf_t *err, const char *k, size_t kl, const char *v, size_t vl, const char *valid)
+{
+    ot_buf_puts(err, "oomtrace: ignoring bad option '");
+    ot_buf_putn(err, k, kl);
+    if (v) {
+        ot_buf_putc(err, '=');
+        ot_buf_putn(err, v, vl);
+    }
+    ot_buf_puts(err, "' in OOMTRACE_OPTIONS: ");
+    ot_buf_puts(err, valid);
+    ot_buf_putc(err, '\n');
+}
+
+static bool set_string(char *dst, size_t cap, const char *v, size_t n)
+{
+    if (n == 0 || n >= cap) return false;
+    ot_memcpy(dst, v, n);
+    dst[n] = 0;
+    return true;
+}
+
+int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
+{
+    static const char keys[] = "valid keys are report, log, stacks, stack_depth, sample_bytes, stack_min_bytes, "
+                               "max_reports, top_sites, cuda, verbose";
+    int errors = 0;
+    if (!s) return 0;
+    while (*s) {
+        const char *k = s;
+        while (*s && *s != ':') s++;
+        const char *end = s;
+        if (*s == ':') s++;
+        if (end == k) continue; /* empty item, e.g. "a=1::b=2" */
+        const char *eq = k;
+        while (eq < end && *eq != '=') eq++;
+        size_t kl = (size_t)(eq - k);
+        if (eq == end) {
+            bad(err, k, kl, NULL, 0, "expected key=value");
+            errors++;
+            continue;
+        }
+        const char *v = eq + 1;
+        size_t vl = (size_t)(end - v);
+        uint64_t num;
+        bool b;
+        if (key_is(k, kl, "report")) {
+            if (vl == 4 && !ot_strncmp(v, "none", 4)) o->report[0] = 0;
+            else if (!set_string(o->report, sizeof o->report, v, vl)) {
+                bad(err, k, kl, v, vl, "expected a path template (%p %h %e %r %n) or none");
+                errors++;
+            }
+        } else if (key_is(k, kl, "log")) {
+            if (!set_string(o->log, sizeof o->log, v, vl)) {
+                bad(err, k, kl, v, vl, "expected stderr, none or a path template");
+                errors++;
+            }
+        } else if (key_is(k, kl, "stacks")) {
+            if (vl == 7 && !ot_strncmp(v, "sampled", 7)) o->stacks = OT_STACKS_SAMPLED;
+            else if (vl == 3 && !ot_strncmp(v, "all", 3)) o->stacks = OT_STACKS_ALL;
+            else if (vl == 4 && !ot_strncmp(v, "none", 4)) o->stacks = OT_STACKS_NONE;
+            else {
+                bad(err, k, kl, v, vl, "valid values are sampled, all, none");
+                errors++;
+            }
+        } else if (key_is(k, kl, "stack_depth")) {
+            if (!ot_parse_size(v, vl, &num) || num < 1 || num > OT_MAX_FRAMES) {
+                bad(err, k, kl, v, vl, "expected a number from 1 to 64");
+                errors++;
+            } else {
+                o->stack_depth = (unsigned)num;
+            }
+        } else if (key_is(k, kl, "sample_bytes")) {
+            if (!ot_parse_size(v, vl, &num) || num < 1 || num > (1ull << 40)) {
+                bad(err, k, kl, v, vl, "expected a size such as 512K (1 = a stack for every allocation)");
+                errors++;
+            } else {
+                o->sample_bytes = num;
+            }
+        } else if (key_is(k, kl, "stack_min_bytes")) {
+            if (!ot_parse_size(v, vl, &num)) {
+                bad(err, k, kl, v, vl, "expected a size such as 64K");
+                errors++;
+            } else {
+                o->stack_min_bytes = num;
+            }
+        } else if (key_is(k, kl, "max_reports")) {
+            if (!ot_parse_size(v, vl, &num) || num > 1000000) {
+                bad(err, k, kl, v, vl, "expected a number of full reports (0 to 1000000)");
+                errors++;
+            } else {
+                o->max_reports = (unsigned)num;
+            }
+        } else if (key_is(k, kl, "top_sites")) {
+            if (!ot_parse_size(v, vl, &num) || num > 1000) {
+                bad(err, k, kl, v, vl, "expected a number from 0 to 1000");
+                errors++;
+            } else {
+                o->top_sites = (unsigned)num;
+            }
+        } else if (key_is(k, kl, "cuda")) {
+            if (!parse_bool(v, vl, &b)) {
+                bad(err, k, kl, v, vl, "valid values are 0 and 1");
+                errors++;
+            } else {
+                o->cuda = b;
+            }
+        } else if (key_is(k, kl, "verbose")) {
+            if (!parse_bool(v, vl, &b)) {
+                bad(err, k, kl, v, vl, "valid values are 0 and 1");
+                errors++;
+            } else {
+                o->verbose = b;
+            }
+        } else {
+            bad(err, k, kl, NULL, 0, keys);
+            errors++;
+        }
+    }
+    return errors;
+}
+
+const char *ot_rank_string(void)
+{
+    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = ot_getenv(vars[i]);
+        if (v && *v) return v;
+    }
+    return NULL;
+}
+
+static void put_path_safe(ot_buf_t *b, const char *s)
+{
+    /* Values substituted into a path must not add directories. */
+    for (; *s; s++) ot_buf_putc(b, *s == '/' ? '_' : *s);
+}
+
+bool ot_expand_template(const char *tmpl, unsigned report_no, char *out, size_t cap)
+{
+    ot_buf_t b;
+    ot_buf_init(&b, out, cap, -1);
+    for (const char *t = tmpl; *t; t++) {
+        if (*t != '%' || !t[1]) {
+            ot_buf_putc(&b, *t);
+            continue;
+        }
+        t++;
+        switch (*t) {
+        case 'p': ot_buf_i64(&b, ot_state.pid ? ot_state.pid : getpid()); break;
+        case 'h': put_path_safe(&b, ot_state.host[0] ? ot_state.host : "localhost"); break;
+        case 'e': {
+            const char *e = ot_state.exe, *base = e;
+            for (; *e; e++)
+                if (*e == '/') base = e + 1;
+            put_path_safe(&b, *base ? base : "program");
+            break;
+        }
+        case 'r': {
+            const char *r = ot_rank_string();
+            put_path_safe(&b, r ? r : "0");
+            break;
+        }
+        case 'n': ot_buf_u64(&b, report_no); break;
+        case '%': ot_buf_putc(&b, '%'); break;
+        default: ot_buf_putc(&b, '%'); ot_buf_putc(&b, *t); break;
+        }
+    }
+    ot_buf_cstr(&b);
+    return !b.truncated;
+}

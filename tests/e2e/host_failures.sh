@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Host allocation failures under the preload: the program sees exactly what it would see without
+# oomtrace, and the report names the API, the size, the limit and the program's own functions.
+. "$(dirname "$0")/lib.sh"
+T=$OT_BUILD/targets/alloc_fail
+
+same_output() { # NAME MODE: stdout and status equal with and without the preload
+    local name=$1 mode=$2 d; d=$(newdir "$name")
+    ( cd "$d" && timeout 30 "$T" "$mode" >plain.txt 2>/dev/null ); local prc=$?
+    run_preloaded "$d" "$T" "$mode"
+    if [ "$prc" = "$RC" ] && cmp -s "$d/plain.txt" "$d/out.txt"; then pass "$name"
+    else fail "$name" "status $prc vs $RC; $(diff "$d/plain.txt" "$d/out.txt" | head -5 | tr '\n' ' ')"; fi
+    LAST=$d
+}
+
+same_output rlimit_program_sees_same rlimit
+R=$(first_report "$LAST")
+if [ -z "$R" ]; then fail rlimit_report_written "no JSON in $LAST"; else
+    pass rlimit_report_written
+    check rlimit_api_and_size [ "$(json_get "$R" 'r["failure"]["api"], r["failure"]["size"], r["failure"]["error"]')" = "malloc 536870912 ENOMEM" ]
+    check rlimit_diagnosis_names_limit grep -q "RLIMIT_AS 256.0 MiB" "$LAST/log.txt"
+    check rlimit_json_rlimit [ "$(json_get "$R" 'r["host_memory"]["rlimit_as"]')" = "268435456" ]
+    check rlimit_stack_has_target_functions [ "$(json_get "$R" '" ".join(f["function"] or "?" for f in r["failure"]["stack"][:4])')" != "" ]
+    fns=$(json_get "$R" '" ".join(f["function"] or "?" for f in r["failure"]["stack"])')
+    case "$fns" in load_model_weights\ mode_rlimit\ main*) pass rlimit_failing_stack_order;; *) fail rlimit_failing_stack_order "$fns";; esac
+    check rlimit_top_site_is_live_64MiB [ "$(json_get "$R" 'r["sites"][0]["bytes"], r["sites"][0]["stack"][0]["function"]')" = "67108864 load_model_weights" ]
+    check rlimit_text_names_size grep -q "malloc(536870912) failed: ENOMEM (12)" "$LAST/log.txt"
+    mod=$(json_get "$R" 'r["failure"]["stack"][0]["module"]'); off=$(json_get "$R" 'r["failure"]["stack"][0]["offset"]')
+    if command -v addr2line >/dev/null; then
+        check rlimit_addr2line_resolves_frame sh -c "addr2line -f -e '$mod' '$off' | head -1 | grep -q load_model_weights"
+    else skip rlimit_addr2line_resolves_frame "addr2line not installed"; fi
+fi
+
+same_output calloc_overflow_same calloc_overflow
+R=$(first_report "$LAST")
+check calloc_overflow_reported [ -n "$R" ]
+[ -n "$R" ] && check calloc_overflow_fields [ "$(json_get "$R" 'r["failure"]["api"], r["failure"]["size"], r["failure"]["count"]')" = "calloc None 9223372036854775807" ]
+
+same_output realloc_failure_same realloc
+R=$(first_report "$LAST")
+check realloc_failure_reported [ -n "$R" ]
+check realloc_old_block_still_tracked grep -q "delta during=1/1000 after=0/0" "$LAST/err.txt"
+
+same_output memalign_family_same memalign
+check memalign_einval_reported grep -q "posix_memalign(align 3, 64) failed: EINVAL" "$LAST/log.txt"
+check memalign_enomem_reported grep -q "posix_memalign(align 64, " "$LAST/log.txt"
+
+same_output silent_when_nothing_fails ok
+if [ -z "$(ls "$LAST" | grep -v -e out.txt -e err.txt -e plain.txt)" ] && [ ! -s "$LAST/err.txt" ]; then pass silent_no_files_no_stderr
+else fail silent_no_files_no_stderr "$(ls "$LAST")"; fi

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test of the project: unit tests (plain, ASan, TSan builds) and end-to-end scripts.
+# Each prints PASS/FAIL/SKIP lines; this script counts them and ends with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+B=${OT_BUILD:-build}
+passed=0 failed=0 skipped=0
+log=$(mktemp)
+run_one() {
+    local label=$1; shift
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out" | sed "s|^|[$label] |" >>"$log"
+    local p f s
+    p=$(printf '%s\n' "$out" | grep -c '^PASS ')
+    f=$(printf '%s\n' "$out" | grep -c '^FAIL ')
+    s=$(printf '%s\n' "$out" | grep -c '^SKIP ')
+    printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s|^|  [$label] |"
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "  [$label] exited with status $rc without a FAIL line:"
+        printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
+        f=1
+    fi
+    if [ $((p + f + s)) -eq 0 ]; then
+        echo "  [$label] printed no test result"; f=1
+    fi
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    printf '%-44s %3d passed %3d failed %3d skipped\n' "$label" "$p" "$f" "$s"
+}
+for t in "$B"/tests/unit/test_*; do [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"; done
+for t in "$B"/tests/asan/test_*; do [ -x "$t" ] && run_one "asan/$(basename "$t")" env ASAN_OPTIONS=detect_leaks=0 "$t"; done
+for t in "$B"/tests/tsan/test_*; do [ -x "$t" ] && run_one "tsan/$(basename "$t")" env TSAN_OPTIONS=halt_on_error=1 "$t"; done
+for t in tests/e2e/*.sh; do [ "$(basename "$t")" = lib.sh ] && continue; run_one "e2e/$(basename "$t" .sh)" bash "$t"; done
+echo "full output: $log"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,130 @@
+/* Target for host failure tests: each mode makes one kind of allocation fail and prints what the
+ * program observed (return value, errno), which must be the same with and without the preload. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "oomtrace.h"
+
+#define NOINLINE __attribute__((noinline))
+
+static void cap_address_space(unsigned long mib)
+{
+    struct rlimit rl = {mib << 20, mib << 20};
+    setrlimit(RLIMIT_AS, &rl);
+}
+
+static NOINLINE void *load_model_weights(size_t n)
+{
+    void *p = malloc(n);
+    printf("malloc(%zu) -> %s errno=%s\n", n, p ? "ptr" : "NULL", p ? "-" : strerror(errno));
+    return p;
+}
+
+static NOINLINE void mode_rlimit(void)
+{
+    cap_address_space(256);
+    void *keep = load_model_weights(64 << 20); /* fits */
+    memset(keep, 1, 64 << 20);
+    load_model_weights(512u << 20); /* cannot fit */
+    free(keep);
+}
+
+static NOINLINE void mode_calloc_overflow(void)
+{
+    errno = 0;
+    void *p = calloc(SIZE_MAX / 2, 4);
+    printf("calloc overflow -> %s errno=%s\n", p ? "ptr" : "NULL", strerror(errno));
+}
+
+static NOINLINE void grow_buffer(char **buf, size_t n)
+{
+    errno = 0;
+    char *q = realloc(*buf, n);
+    printf("realloc(%zu) -> %s errno=%s\n", n, q ? "ptr" : "NULL", q ? "-" : strerror(errno));
+    if (q) *buf = q;
+}
+
+static NOINLINE void mode_realloc(void)
+{
+    oomtrace_totals_t before = {0}, during = {0}, after = {0};
+    if (oomtrace_available()) oomtrace_get_totals(&before);
+    char *buf = malloc(1000);
+    strcpy(buf, "still here");
+    cap_address_space(256);
+    grow_buffer(&buf, 1ull << 40);
+    printf("old block: %s\n", buf); /* must still be valid */
+    if (oomtrace_available()) oomtrace_get_totals(&during);
+    free(buf);
+    if (oomtrace_available()) {
+        oomtrace_get_totals(&after);
+        fprintf(stderr, "delta during=%lld/%lld after=%lld/%lld\n", (long long)(during.host_count - before.host_count),
+                (long long)(during.host_bytes - before.host_bytes), (long long)(after.host_count - before.host_count),
+                (long long)(after.host_bytes - before.host_bytes));
+    }
+}
+
+static NOINLINE void mode_memalign(void)
+{
+    void *p = (void *)1;
+    errno = 777;
+    int rc = posix_memalign(&p, 3, 64);
+    printf("posix_memalign(align 3) rc=%d errno=%d p_unchanged=%d\n", rc, errno, p == (void *)1);
+    errno = 777;
+    rc = posix_memalign(&p, 64, SIZE_MAX - 4096);
+    printf("posix_memalign(huge) rc=%d errno=%d\n", rc, errno);
+    rc = posix_memalign(&p, 4096, 100);
+    printf("posix_memalign(4096) rc=%d aligned=%d\n", rc, rc == 0 && ((uintptr_t)p & 4095) == 0);
+    free(p);
+    void *a = aligned_alloc(256, 1024);
+    printf("aligned_alloc(256) aligned=%d\n", a && ((uintptr_t)a & 255) == 0);
+    free(a);
+    errno = 0;
+    a = aligned_alloc(64, SIZE_MAX - 8192);
+    printf("aligned_alloc(huge) -> %s errno=%s\n", a ? "ptr" : "NULL", strerror(errno));
+    void *m = memalign(128, 10);
+    printf("memalign(128) aligned=%d\n", m && ((uintptr_t)m & 127) == 0);
+    free(m);
+    void *v = valloc(10);
+    printf("valloc aligned=%d\n", v && ((uintptr_t)v & 4095) == 0);
+    free(v);
+    void *pv = pvalloc(10);
+    printf("pvalloc aligned=%d usable>=4096=%d\n", pv && ((uintptr_t)pv & 4095) == 0, malloc_usable_size(pv) >= 4096);
+    free(pv);
+    errno = 0;
+    void *r = reallocarray(NULL, SIZE_MAX / 2, 3);
+    printf("reallocarray overflow -> %s errno=%s\n", r ? "ptr" : "NULL", strerror(errno));
+}
+
+static NOINLINE void mode_ok(void)
+{
+    size_t total = 0;
+    for (int i = 0; i < 100000; i++) {
+        char *p = malloc((size_t)(i % 1000) + 1);
+        p[0] = (char)i;
+        total += (size_t)p[0] & 1;
+        p = realloc(p, (size_t)(i % 3000) + 1);
+        free(p);
+    }
+    void *big = malloc(10 << 20);
+    free(big);
+    printf("ok %zu\n", total);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "ok";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!strcmp(mode, "rlimit")) mode_rlimit();
+    else if (!strcmp(mode, "calloc_overflow")) mode_calloc_overflow();
+    else if (!strcmp(mode, "realloc")) mode_realloc();
+    else if (!strcmp(mode, "memalign")) mode_memalign();
+    else if (!strcmp(mode, "ok")) mode_ok();
+    else return 2;
+    return 0;
+}

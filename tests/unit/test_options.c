@@ -1,0 +1,98 @@
+/* options.c: OOMTRACE_OPTIONS parsing, one clear line per bad item, and path templates. */
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+
+static int parse(const char *s, ot_options_t *o, char *err, size_t cap)
+{
+    ot_buf_t b;
+    ot_buf_init(&b, err, cap, -1);
+    ot_options_defaults(o);
+    int n = ot_options_parse(s, o, &b);
+    ot_buf_cstr(&b);
+    return n;
+}
+
+TEST(defaults)
+{
+    ot_options_t o;
+    ot_options_defaults(&o);
+    EXPECT_STR(o.report, "oomtrace.%e.%p.%n.json");
+    EXPECT_STR(o.log, "stderr");
+    EXPECT(o.stacks == OT_STACKS_SAMPLED);
+    EXPECT_EQ_U(o.stack_min_bytes, 64 * 1024);
+    EXPECT(o.cuda);
+}
+
+TEST(valid_items)
+{
+    ot_options_t o;
+    char err[512];
+    int n = parse("report=/tmp/r.%p.json:log=none:stacks=all:stack_depth=16:sample_bytes=1M:"
+                  "stack_min_bytes=4K:max_reports=7:cuda=0::verbose=1", &o, err, sizeof err);
+    EXPECT_EQ_U(n, 0);
+    EXPECT_STR(err, "");
+    EXPECT_STR(o.report, "/tmp/r.%p.json");
+    EXPECT_STR(o.log, "none");
+    EXPECT(o.stacks == OT_STACKS_ALL);
+    EXPECT_EQ_U(o.stack_depth, 16);
+    EXPECT_EQ_U(o.sample_bytes, 1 << 20);
+    EXPECT_EQ_U(o.stack_min_bytes, 4096);
+    EXPECT_EQ_U(o.max_reports, 7);
+    EXPECT(!o.cuda && o.verbose);
+    parse("report=none", &o, err, sizeof err);
+    EXPECT_STR(o.report, "");
+}
+
+TEST(bad_items_named_and_defaults_kept)
+{
+    ot_options_t o;
+    char err[1024];
+    int n = parse("stacks=bogus:stack_depth=0:nonsense=1:cuda=maybe:sample_bytes=12Q:justakey", &o, err, sizeof err);
+    EXPECT_EQ_U(n, 6);
+    EXPECT_CONTAINS(err, "'stacks=bogus'");
+    EXPECT_CONTAINS(err, "valid values are sampled, all, none");
+    EXPECT_CONTAINS(err, "'stack_depth=0'");
+    EXPECT_CONTAINS(err, "'nonsense'");
+    EXPECT_CONTAINS(err, "valid keys are");
+    EXPECT_CONTAINS(err, "'cuda=maybe'");
+    EXPECT_CONTAINS(err, "'sample_bytes=12Q'");
+    EXPECT_CONTAINS(err, "'justakey'");
+    int lines = 0;
+    for (const char *p = err; *p; p++) lines += *p == '\n';
+    EXPECT_EQ_U(lines, 6);
+    EXPECT(o.stacks == OT_STACKS_SAMPLED);
+    EXPECT_EQ_U(o.stack_depth, 32);
+    EXPECT(o.cuda);
+}
+
+TEST(templates)
+{
+    char out[256], want[256];
+    ot_state.pid = 4242;
+    ot_strlcpy(ot_state.exe, "/opt/caffe/build/tools/caffe", sizeof ot_state.exe);
+    ot_strlcpy(ot_state.host, "gpu07", sizeof ot_state.host);
+    unsetenv("RANK");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("PMI_RANK");
+    unsetenv("PMIX_RANK");
+    setenv("SLURM_PROCID", "3", 1);
+    EXPECT(ot_expand_template("oomtrace.%e.%p.%n.json", 2, out, sizeof out));
+    EXPECT_STR(out, "oomtrace.caffe.4242.2.json");
+    EXPECT(ot_expand_template("/r/%h-%r-%%-%x", 1, out, sizeof out));
+    EXPECT_STR(out, "/r/gpu07-3-%-%x");
+    setenv("RANK", "5", 1); /* torchrun's RANK wins over the scheduler's */
+    EXPECT(ot_expand_template("%r", 1, out, sizeof out));
+    EXPECT_STR(out, "5");
+    setenv("RANK", "a/b", 1); /* substituted values never add directories */
+    EXPECT(ot_expand_template("%r", 1, out, sizeof out));
+    EXPECT_STR(out, "a_b");
+    char tiny[8];
+    EXPECT(!ot_expand_template("a-very-long-name-%p", 1, tiny, sizeof tiny));
+    snprintf(want, sizeof want, "%d", 4242);
+    EXPECT(ot_expand_template("%p", 1, out, sizeof out));
+    EXPECT_STR(out, want);
+}
+
+TEST_MAIN(defaults, valid_items, bad_items_named_and_defaults_kept, templates)

@@ -1,0 +1,204 @@
+/* report.c: a failure report is complete (text and JSON), names the limit that was hit, and is
+ * written without a single call to malloc. The test binary interposes malloc itself to count. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+static _Atomic int counting, mallocs;
+void *malloc(size_t n) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_realloc(p, n); }
+void *memalign(size_t a, size_t n) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_memalign(a, n); }
+void free(void *p) { __libc_free(p); }
+
+static char dir[256];
+
+static char *slurp(const char *path)
+{
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void setup(const char *name)
+{
+    snprintf(dir, sizeof dir, "/tmp/ot-report-test.%d.%s", (int)getpid(), name);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    if (system(cmd) != 0) abort();
+    ot_options_defaults(&ot_opt);
+    ot_opt.cuda = false;
+    snprintf(ot_opt.report, sizeof ot_opt.report, "%s/r.%%p.%%n.json", dir);
+    snprintf(ot_opt.log, sizeof ot_opt.log, "%s/log.txt", dir);
+}
+
+static __attribute__((noinline)) void fake_hook_failure(uint64_t size)
+{
+    ot_failure_t f = {0};
+    f.api = "malloc";
+    f.size = size;
+    f.error_code = ENOMEM;
+    f.error_name = "ENOMEM";
+    f.device_index = -1;
+    f.skip = 0;
+    ot_report_failure(&f);
+}
+
+static __attribute__((noinline)) void some_model_layer_allocates(void)
+{
+    ot_live_record(0x7f0000100000, 150 << 20, OT_KIND_HOST, -1);
+}
+
+static int python_ok(const char *script, const char *path)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "python3 -c '%s' '%s'", script, path);
+    return system(cmd) == 0;
+}
+
+TEST(failure_report_contents_without_malloc)
+{
+    setup("basic");
+    ot_opt.stack_min_bytes = 1; /* every block gets a stack */
+    some_model_layer_allocates();
+    errno = 1234;
+    atomic_store(&mallocs, 0);
+    atomic_store(&counting, 1);
+    fake_hook_failure(3763200);
+    atomic_store(&counting, 0);
+    EXPECT_EQ_U(atomic_load(&mallocs), 0);
+    EXPECT_EQ_U(errno, 1234);
+    char path[400];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    char *text = slurp(path);
+    ASSERT(text);
+    EXPECT_CONTAINS(text, "malloc(3763200) failed: ENOMEM");
+    EXPECT_CONTAINS(text, "requested 3.6 MiB (3763200 bytes)");
+    EXPECT_CONTAINS(text, "diagnosis:");
+    EXPECT_CONTAINS(text, "fake_hook_failure");
+    EXPECT_CONTAINS(text, "failure_report_contents_without_malloc");
+    EXPECT_CONTAINS(text, "MemTotal");
+    EXPECT_CONTAINS(text, "some_model_layer_allocates");
+    EXPECT_CONTAINS(text, "150.0 MiB");
+    snprintf(path, sizeof path, "%s/r.%d.1.json", dir, (int)ot_state.pid);
+    EXPECT(python_ok("import json,sys; r=json.load(open(sys.argv[1])); "
+                     "assert r[\"schema_version\"]==1 and r[\"event\"]==\"alloc_failure\"; "
+                     "f=r[\"failure\"]; assert f[\"api\"]==\"malloc\" and f[\"size\"]==3763200 and f[\"error\"]==\"ENOMEM\" and f[\"error_code\"]==12; "
+                     "assert f[\"stack\"][0][\"function\"]==\"fake_hook_failure\", f[\"stack\"][0]; "
+                     "assert set(f[\"stack\"][0])>={\"ip\",\"function\",\"module\",\"offset\",\"file\",\"line\"}; "
+                     "h=r[\"host_memory\"]; assert h[\"total\"]>0 and h[\"vm_size\"]>0; "
+                     "assert all(k in h for k in (\"available\",\"swap_total\",\"swap_free\",\"rlimit_as\",\"rlimit_data\",\"cgroup_limit\",\"cgroup_usage\",\"vm_rss\",\"vm_peak\")); "
+                     "assert r[\"live\"][\"host\"][\"bytes\"]>=150<<20; "
+                     "assert r[\"sites\"][0][\"bytes\"]==150<<20 and r[\"sites\"][0][\"kind\"]==\"host\"; "
+                     "assert any(fr[\"function\"]==\"some_model_layer_allocates\" for fr in r[\"sites\"][0][\"stack\"]); "
+                     "assert isinstance(r[\"diagnosis\"],list) and r[\"diagnosis\"]; "
+                     "assert r[\"process\"][\"pid\"]>0 and \"rank\" in r[\"process\"] and r[\"devices\"]==[]",
+                     path));
+    struct stat st;
+    EXPECT(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    uint64_t size;
+    unsigned kind;
+    EXPECT(ot_live_forget(0x7f0000100000, &size, &kind) && size == 150u << 20 && kind == OT_KIND_HOST);
+}
+
+TEST(rlimit_as_diagnosis)
+{
+    setup("rlimit");
+    pid_t pid = fork();
+    if (pid == 0) {
+        ot_state.pid = getpid();
+        struct rlimit rl = {256u << 20, 256u << 20};
+        setrlimit(RLIMIT_AS, &rl);
+        fake_hook_failure(1ull << 30);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    char *text = slurp(path);
+    ASSERT(text);
+    EXPECT_CONTAINS(text, "RLIMIT_AS 256.0 MiB: ");
+    EXPECT_CONTAINS(text, "of address space in use + 1.0 GiB requested");
+    EXPECT_CONTAINS(text, "ulimit -v");
+}
+
+TEST(overflow_and_absurd_sizes)
+{
+    setup("overflow");
+    ot_failure_t f = {0};
+    f.api = "calloc";
+    f.size = UINT64_MAX;
+    f.count = 1ull << 62;
+    f.error_code = ENOMEM;
+    f.error_name = "ENOMEM";
+    ot_report_failure(&f);
+    f.api = "malloc";
+    f.count = 0;
+    f.size = (uint64_t)-16;
+    ot_report_failure(&f);
+    char path[400];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    char *text = slurp(path);
+    ASSERT(text);
+    EXPECT_CONTAINS(text, "calloc(4611686018427387904, overflow) failed");
+    EXPECT_CONTAINS(text, "overflows size_t");
+    EXPECT_CONTAINS(text, "negative or overflowed size");
+}
+
+TEST(flood_is_summarised)
+{
+    setup("flood");
+    ot_opt.max_reports = 2;
+    unsigned before = ot_report_failures_total();
+    for (int i = 0; i < 40; i++) fake_hook_failure(1 << 20);
+    EXPECT_EQ_U(ot_report_failures_total() - before, 40);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test $(ls %s/*.json | wc -l) -le 2", dir);
+    EXPECT(system(cmd) == 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    char *text = slurp(path);
+    ASSERT(text);
+    EXPECT_CONTAINS(text, "more allocation failures not reported in full");
+}
+
+TEST(report_file_never_follows_symlinks)
+{
+    setup("symlink");
+    char target[400], link[400];
+    snprintf(target, sizeof target, "%s/precious", dir);
+    FILE *f = fopen(target, "w");
+    ASSERT(f);
+    fputs("keep", f);
+    fclose(f);
+    snprintf(ot_opt.report, sizeof ot_opt.report, "%s/snap.json", dir);
+    snprintf(link, sizeof link, "%s/snap.json", dir);
+    ASSERT(symlink(target, link) == 0);
+    int n = ot_report_event("snapshot", "unit test");
+    EXPECT(n > 0);
+    EXPECT_STR(slurp(target), "keep");
+    char alt[420];
+    snprintf(alt, sizeof alt, "%s/snap.json.1", dir);
+    EXPECT(access(alt, R_OK) == 0);
+    EXPECT(python_ok("import json,sys; r=json.load(open(sys.argv[1])); assert r[\"event\"]==\"snapshot\" and r[\"failure\"] is None and r[\"reason\"]==\"unit test\"", alt));
+}
+
+TEST_MAIN(failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, flood_is_summarised,
+          report_file_never_follows_symlinks)
