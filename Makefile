@@ -7,7 +7,7 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wundef 
 CFLAGS ?= -O2 -g
 BASE_CFLAGS := -std=gnu11 $(WARN) -fPIC -Iinclude -Iinterpose -D_GNU_SOURCE -mcx16
 LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden -fno-omit-frame-pointer -ftls-model=initial-exec
-LIBS := -lunwind -ldl -lpthread
+LIBS := -lunwind -ldl -lpthread -lm
 
 LIB_SRCS := $(sort $(wildcard interpose/*.c))
 # The shim: files that define interposed symbols. Everything else is the core, linked into unit tests.

@@ -136,10 +136,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) wbytes += weights[i].data.size;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) abytes += acts[i].data.size;
     if (limit) {
-        /* Leave room for the weights, the first activation and 1 MiB, not for the pooling output. */
+        /* Leave room for the weights, the first activation and 2 MiB, not for the pooling output. */
         struct rlimit rl;
         long vm = vm_size_bytes();
-        rl.rlim_cur = rl.rlim_max = (rlim_t)vm + wbytes + acts[0].data.size + (1u << 20);
+        rl.rlim_cur = rl.rlim_max = (rlim_t)vm + wbytes + acts[0].data.size + (2u << 20);
         setrlimit(RLIMIT_AS, &rl);
         printf("I0000 host_oom.c] address space capped at %.1f MiB (model needs %.1f MiB + %.1f MiB activations)\n",
                rl.rlim_cur / 1048576.0, wbytes / 1048576.0, abytes / 1048576.0);

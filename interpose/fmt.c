@@ -247,6 +247,7 @@ void ot_buf_bytes(ot_buf_t *b, uint64_t v)
         u++;
     }
     if (frac10 == 10) whole++, frac10 = 0;
+    if (whole == 1024 && u < 6) whole = 1, u++; /* 1023.96 KiB prints as 1.0 MiB */
     ot_buf_u64(b, whole);
     if (u) {
         ot_buf_putc(b, '.');

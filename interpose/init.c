@@ -86,8 +86,5 @@ __attribute__((constructor(101))) static void ot_constructor(void)
 
 __attribute__((destructor)) static void ot_destructor(void)
 {
-    unsigned suppressed = ot_report_failures_suppressed();
-    if (suppressed)
-        ot_warn("%u allocation failures in all, %u of them not reported in full (max_reports=%u)",
-                ot_report_failures_total(), suppressed, ot_opt.max_reports);
+    ot_report_exit_summary();
 }

@@ -261,6 +261,7 @@ void ot_report_failure(const ot_failure_t *f);
 /* Writes a report of the given event ("snapshot", ...) now; returns the report number or -1. */
 int ot_report_event(const char *event, const char *reason);
 unsigned ot_report_failures_total(void);
+void ot_report_exit_summary(void); /* one line to the log if failures were suppressed */
 unsigned ot_report_failures_suppressed(void);
 /* After fork, in the child: a report that another thread was writing is abandoned. */
 void ot_report_atfork_child(void);

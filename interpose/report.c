@@ -21,6 +21,7 @@ static ot_device_info_t devices[MAX_DEVICES];
 static uint32_t top_ids[1000];
 static int log_fd = -2; /* -2: not opened yet */
 static pid_t log_pid;
+static char log_opened_for[sizeof ot_opt.log]; /* the log= value log_fd was opened for */
 static _Atomic unsigned report_counter;
 static _Atomic unsigned failures_total, failures_suppressed;
 
@@ -96,9 +97,10 @@ static int create_report_file(const char *path, char *final, size_t cap)
 static int get_log_fd(void)
 {
     pid_t pid = ot_state.pid;
-    if (log_fd != -2 && log_pid == pid) return log_fd;
-    if (log_fd >= 0 && log_fd != 2 && log_pid != pid) log_fd = -2; /* forked: own file */
-    log_pid = pid;
+    if (log_fd != -2 && log_pid == pid && !ot_strcmp(log_opened_for, ot_opt.log)) return log_fd;
+    if (log_fd > 2 && log_pid == pid) syscall(SYS_close, log_fd); /* log= changed (tests) */
+    log_pid = pid;                                                 /* forked: a file of its own */
+    ot_strlcpy(log_opened_for, ot_opt.log, sizeof log_opened_for);
     if (!ot_strcmp(ot_opt.log, "stderr")) return log_fd = 2;
     if (!ot_strcmp(ot_opt.log, "none")) return log_fd = -1;
     char path[600], final[620];
@@ -110,9 +112,17 @@ static int get_log_fd(void)
 
 /* ---------------------------------------------------------------- stacks */
 
+/* Stack entries are return addresses: look up ip - 1 so that the frame is named after the call
+ * site (a call to a noreturn function may be the last instruction of its function) and so that
+ * `addr2line -e module offset` prints the line of the call. */
+static void symbolize_return_address(uintptr_t ip)
+{
+    ot_symbolize(ip > 0 ? ip - 1 : ip, &frame_tmp);
+}
+
 static void text_frame(ot_buf_t *b, unsigned i, uintptr_t ip)
 {
-    ot_symbolize(ip, &frame_tmp);
+    symbolize_return_address(ip);
     ot_buf_printf(b, "oomtrace:     #%u %p in %s", i, (void *)ip, frame_tmp.function[0] ? frame_tmp.function : "??");
     if (frame_tmp.module && frame_tmp.module[0])
         ot_buf_printf(b, " (%s+0x%lx)", frame_tmp.module, (unsigned long)frame_tmp.offset);
@@ -130,7 +140,7 @@ static void json_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth)
 {
     ot_buf_putc(b, '[');
     for (unsigned i = 0; i < depth; i++) {
-        ot_symbolize(ips[i], &frame_tmp);
+        symbolize_return_address(ips[i]);
         ot_buf_puts(b, i ? ",{\"ip\":" : "{\"ip\":");
         ot_buf_putc(b, '"');
         ot_buf_hex(b, ips[i]);
@@ -231,7 +241,7 @@ static void diag_device(diag_sink sink, void *ctx, char *line, size_t cap)
         if (top_ids[0]) {
             ot_site_info_t si;
             if (ot_sites_get(top_ids[0], &si)) {
-                ot_symbolize(si.depth ? si.ips[0] : 0, &frame_tmp);
+                symbolize_return_address(si.depth ? si.ips[0] : 0);
                 ot_buf_puts(&b, "; top site ");
                 ot_buf_puts(&b, frame_tmp.function[0] ? frame_tmp.function : "??");
                 ot_buf_puts(&b, " holds ");
@@ -725,6 +735,8 @@ static bool lock_report(bool wait)
 
 static void gather(const char *event, const ot_failure_t *f, const char *reason)
 {
+    /* A child made by a raw clone/fork syscall never ran our atfork handler: ask the kernel. */
+    ot_state.pid = (pid_t)syscall(SYS_getpid);
     R.event = event;
     R.f = f;
     R.reason = reason;
@@ -797,6 +809,17 @@ void ot_report_failure(const ot_failure_t *f)
     R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
     R.depth = ot_stack_capture_exact(R.ips, ot_opt.stack_depth, f->skip + 1);
     gather("alloc_failure", f, NULL);
+    /* libstdc++'s operator new loops: malloc fails, the new-handler runs, malloc is retried; only
+     * when there is no handler does it throw. So a failure seen from operator new may yet succeed. */
+    ot_failure_t fcopy;
+    if (!f->may_recover && R.depth > 0) {
+        symbolize_return_address(R.ips[0]);
+        if (!ot_strncmp(frame_tmp.function, "operator new", 12)) {
+            fcopy = *f;
+            fcopy.may_recover = true;
+            R.f = &fcopy;
+        }
+    }
     emit();
     ot_in_hook--;
     atomic_flag_clear_explicit(&report_busy, memory_order_release);
@@ -822,11 +845,29 @@ int ot_report_event(const char *event, const char *reason)
     return n;
 }
 
+void ot_report_exit_summary(void)
+{
+    unsigned suppressed = atomic_load(&failures_suppressed);
+    if (!suppressed || !lock_report(false)) return;
+    ot_state.pid = (pid_t)syscall(SYS_getpid);
+    int fd = get_log_fd();
+    if (fd >= 0) {
+        char line[256];
+        ot_buf_t b;
+        ot_buf_init(&b, line, sizeof line, fd);
+        ot_buf_printf(&b, "oomtrace: at exit: %u allocation failures in all, %u of them not reported in full "
+                          "(max_reports=%u)\n", atomic_load(&failures_total), suppressed, ot_opt.max_reports);
+        ot_buf_flush(&b);
+    }
+    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+}
+
 unsigned ot_report_failures_total(void) { return atomic_load(&failures_total); }
 unsigned ot_report_failures_suppressed(void) { return atomic_load(&failures_suppressed); }
 
 void ot_report_atfork_child(void)
 {
     atomic_flag_clear(&report_busy);
-    if (log_fd >= 0 && log_fd != 2) log_fd = -2; /* the child writes to a file of its own */
+    if (log_fd > 2) syscall(SYS_close, log_fd); /* the child writes to a file of its own */
+    log_fd = -2;
 }

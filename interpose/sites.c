@@ -4,12 +4,13 @@
 
 #include "internal.h"
 
-#define CHUNK_SHIFT 12
+#define CHUNK_SHIFT 10
 #define CHUNK_SITES (1u << CHUNK_SHIFT)
 #define MAX_CHUNKS ((OT_MAX_SITES + 1) / CHUNK_SITES + 1)
-#define INDEX_BITS 20
-#define INDEX_SIZE (1u << INDEX_BITS)
-#define INDEX_MAX_FILL (INDEX_SIZE / 10 * 7)
+/* The index starts at 64 Ki slots (256 KiB) and adds levels 4x larger when 70% full, so small
+ * programs map little (their address space may be capped with RLIMIT_AS) and big ones still fit. */
+#define INDEX_LEVELS 4
+#define INDEX_BITS0 16
 
 typedef struct {
     _Atomic uint64_t hash; /* 0: not (yet) a valid site */
@@ -23,7 +24,12 @@ typedef struct {
 } site_t;
 
 static _Atomic(site_t *) chunks[MAX_CHUNKS];
-static _Atomic(_Atomic uint32_t *) index_slots;
+typedef struct {
+    _Atomic(_Atomic uint32_t *) slots;
+    _Atomic uint32_t used;
+} index_level_t;
+static index_level_t levels[INDEX_LEVELS];
+static inline unsigned level_bits(unsigned l) { return INDEX_BITS0 + 2 * l; }
 static _Atomic uint32_t next_id = 1; /* id 0 means "no site" */
 
 static uint64_t hash_stack(const uintptr_t *ips, unsigned depth, unsigned kind, int device)
@@ -55,15 +61,16 @@ static site_t *site_slot(uint32_t id, bool create)
     return chunk ? &chunk[id & (CHUNK_SITES - 1)] : NULL;
 }
 
-static _Atomic uint32_t *get_index(void)
+static _Atomic uint32_t *get_level(unsigned l, bool create)
 {
-    _Atomic uint32_t *idx = atomic_load_explicit(&index_slots, memory_order_acquire);
-    if (idx) return idx;
-    _Atomic uint32_t *fresh = ot_mmap(sizeof(uint32_t) * INDEX_SIZE);
+    _Atomic uint32_t *idx = atomic_load_explicit(&levels[l].slots, memory_order_acquire);
+    if (idx || !create) return idx;
+    size_t bytes = sizeof(uint32_t) << level_bits(l);
+    _Atomic uint32_t *fresh = ot_mmap(bytes);
     if (!fresh) return NULL;
     _Atomic uint32_t *expected = NULL;
-    if (atomic_compare_exchange_strong(&index_slots, &expected, fresh)) return fresh;
-    ot_munmap((void *)fresh, sizeof(uint32_t) * INDEX_SIZE);
+    if (atomic_compare_exchange_strong(&levels[l].slots, &expected, fresh)) return fresh;
+    ot_munmap((void *)fresh, bytes);
     return expected;
 }
 
@@ -76,47 +83,72 @@ static bool same_site(site_t *s, uint64_t h, const uintptr_t *ips, unsigned dept
     return true;
 }
 
+/* Looks the stack up in one level; returns its id, or 0 with *empty_pos at the first free slot. */
+static uint32_t find_in_level(_Atomic uint32_t *idx, unsigned bits, uint64_t h, const uintptr_t *ips, unsigned depth,
+                              unsigned kind, int device, uint32_t *empty_pos)
+{
+    uint32_t mask = (1u << bits) - 1, pos = (uint32_t)(h >> (64 - bits));
+    for (uint32_t probes = 0; probes <= mask; probes++, pos = (pos + 1) & mask) {
+        uint32_t id = atomic_load_explicit(&idx[pos], memory_order_acquire);
+        if (!id) {
+            *empty_pos = pos;
+            return 0;
+        }
+        site_t *s = site_slot(id, false);
+        if (s && same_site(s, h, ips, depth, kind, device)) return id;
+    }
+    *empty_pos = UINT32_MAX;
+    return 0;
+}
+
+static uint32_t prepare_site(uint64_t h, const uintptr_t *ips, unsigned depth, unsigned kind, int device)
+{
+    uint32_t id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+    if (id > OT_MAX_SITES) return 0;
+    site_t *s = site_slot(id, true);
+    uintptr_t *copy = ot_perm_alloc(sizeof(uintptr_t) * (depth ? depth : 1));
+    if (!s || !copy) return 0;
+    for (unsigned i = 0; i < depth; i++) copy[i] = ips[i];
+    s->kind = kind;
+    s->device = device;
+    s->depth = depth;
+    s->ips = copy;
+    atomic_store_explicit(&s->hash, h, memory_order_release);
+    return id;
+}
+
 uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, int device)
 {
-    _Atomic uint32_t *idx = get_index();
-    if (!idx) return 0;
     uint64_t h = hash_stack(ips, depth, kind, device);
-    uint32_t pos = (uint32_t)(h >> (64 - INDEX_BITS));
     uint32_t mine = 0; /* an id we prepared but have not yet published */
-    for (uint32_t probes = 0; probes < INDEX_SIZE; probes++, pos = (pos + 1) & (INDEX_SIZE - 1)) {
-        uint32_t id = atomic_load_explicit(&idx[pos], memory_order_acquire);
-        if (id) {
-            site_t *s = site_slot(id, false);
-            if (s && same_site(s, h, ips, depth, kind, device)) {
-                if (mine) atomic_store_explicit(&site_slot(mine, false)->hash, 0, memory_order_release);
-                return id;
-            }
+    for (unsigned l = 0; l < INDEX_LEVELS; l++) {
+        _Atomic uint32_t *idx = get_level(l, false);
+        unsigned bits = level_bits(l);
+        uint32_t pos, id;
+        if (idx && (id = find_in_level(idx, bits, h, ips, depth, kind, device, &pos))) goto found_id;
+        /* Not in this level. Insert here if this is the newest level and it has room; a site is
+         * never added to an older level once a newer one exists (two threads racing across a level
+         * change may each add the same stack once: its statistics are then split, never lost). */
+        if (l + 1 < INDEX_LEVELS && (get_level(l + 1, false) ||
+                                     atomic_load_explicit(&levels[l].used, memory_order_relaxed) >= (7u << bits) / 10))
             continue;
+        if (!idx && !(idx = get_level(l, true))) return 0;
+        for (;;) {
+            if ((id = find_in_level(idx, bits, h, ips, depth, kind, device, &pos))) goto found_id;
+            if (pos == UINT32_MAX) return 0;
+            if (!mine && !(mine = prepare_site(h, ips, depth, kind, device))) return 0;
+            /* Publish. If another thread filled this slot first, look again: it may be our stack
+             * (then our prepared id is withdrawn) or another one (keep probing). */
+            uint32_t expected = 0;
+            if (atomic_compare_exchange_strong_explicit(&idx[pos], &expected, mine, memory_order_acq_rel,
+                                                        memory_order_acquire)) {
+                atomic_fetch_add_explicit(&levels[l].used, 1, memory_order_relaxed);
+                return mine;
+            }
         }
-        if (!mine) {
-            mine = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
-            if (mine > OT_MAX_SITES || mine > INDEX_MAX_FILL) return 0;
-            site_t *s = site_slot(mine, true);
-            uintptr_t *copy = ot_perm_alloc(sizeof(uintptr_t) * (depth ? depth : 1));
-            if (!s || !copy) return 0;
-            for (unsigned i = 0; i < depth; i++) copy[i] = ips[i];
-            s->kind = kind;
-            s->device = device;
-            s->depth = depth;
-            s->ips = copy;
-            atomic_store_explicit(&s->hash, h, memory_order_release);
-        }
-        /* Publish. If another thread filled this slot first, re-examine it: it may be our stack
-         * (then our prepared id is withdrawn) or another one (keep probing). */
-        uint32_t expected = 0;
-        if (atomic_compare_exchange_strong_explicit(&idx[pos], &expected, mine, memory_order_acq_rel,
-                                                    memory_order_acquire))
-            return mine;
-        site_t *s = site_slot(expected, false);
-        if (s && same_site(s, h, ips, depth, kind, device)) {
-            atomic_store_explicit(&site_slot(mine, false)->hash, 0, memory_order_release);
-            return expected;
-        }
+    found_id:
+        if (mine) atomic_store_explicit(&site_slot(mine, false)->hash, 0, memory_order_release);
+        return id;
     }
     return 0;
 }
@@ -199,8 +231,11 @@ unsigned ot_sites_top(uint32_t *ids, unsigned max, bool device)
 
 void ot_sites_reset_for_test(void)
 {
-    _Atomic uint32_t *idx = atomic_load(&index_slots);
-    if (idx) ot_memset((void *)idx, 0, sizeof(uint32_t) * INDEX_SIZE);
+    for (unsigned l = 0; l < INDEX_LEVELS; l++) {
+        _Atomic uint32_t *idx = atomic_exchange(&levels[l].slots, NULL);
+        if (idx) ot_munmap((void *)idx, sizeof(uint32_t) << level_bits(l));
+        atomic_store(&levels[l].used, 0);
+    }
     for (unsigned c = 0; c < MAX_CHUNKS; c++) {
         site_t *chunk = atomic_exchange(&chunks[c], NULL);
         if (chunk) ot_munmap(chunk, sizeof(site_t) * CHUNK_SITES);

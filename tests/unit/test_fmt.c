@@ -1,6 +1,7 @@
 /* fmt.c: malloc-free formatting, sizes, JSON escaping, raw file reads. */
 #include <errno.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -34,7 +35,7 @@ TEST(bytes_human)
     ot_buf_t b;
     const struct { uint64_t v; const char *s; } cases[] = {
         {0, "0 B"}, {512, "512 B"}, {1024, "1.0 KiB"}, {3763200, "3.6 MiB"}, {1536, "1.5 KiB"},
-        {(uint64_t)139 << 30 | (uint64_t)819 << 20, "139.8 GiB"}, {1047552, "1023.0 KiB"}, {1048064, "1.0 MiB"},
+        {(uint64_t)139 << 30 | (uint64_t)819 << 20, "139.8 GiB"}, {1047552, "1023.0 KiB"}, {1048064, "1023.5 KiB"}, {1048575, "1.0 MiB"},
         {UINT64_MAX, "16.0 EiB"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

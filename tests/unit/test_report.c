@@ -20,6 +20,7 @@ static _Atomic int counting, mallocs;
 void *malloc(size_t n) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_malloc(n); }
 void *calloc(size_t a, size_t b) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_calloc(a, b); }
 void *realloc(void *p, size_t n) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_realloc(p, n); }
+void *memalign(size_t a, size_t n);
 void *memalign(size_t a, size_t n) { if (atomic_load(&counting)) atomic_fetch_add(&mallocs, 1); return __libc_memalign(a, n); }
 void free(void *p) { __libc_free(p); }
 
@@ -60,9 +61,17 @@ static __attribute__((noinline)) void fake_hook_failure(uint64_t size)
     ot_report_failure(&f);
 }
 
+/* Stands for a malloc hook: ot_live_record drops itself and its caller from the stack. */
+static __attribute__((noinline)) void fake_malloc_hook(uint64_t key, uint64_t size)
+{
+    ot_live_record(key, size, OT_KIND_HOST, -1);
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
 static __attribute__((noinline)) void some_model_layer_allocates(void)
 {
-    ot_live_record(0x7f0000100000, 150 << 20, OT_KIND_HOST, -1);
+    fake_malloc_hook(0x7f0000100000, 150 << 20);
+    __asm__ volatile("" ::: "memory");
 }
 
 static int python_ok(const char *script, const char *path)
@@ -170,7 +179,7 @@ TEST(flood_is_summarised)
     for (int i = 0; i < 40; i++) fake_hook_failure(1 << 20);
     EXPECT_EQ_U(ot_report_failures_total() - before, 40);
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "test $(ls %s/*.json | wc -l) -le 2", dir);
+    snprintf(cmd, sizeof cmd, "test $(ls %s/*.json 2>/dev/null | wc -l) -le 2", dir);
     EXPECT(system(cmd) == 0);
     char path[400];
     snprintf(path, sizeof path, "%s/log.txt", dir);

@@ -1,5 +1,6 @@
 /* sites.c: deduplication, per-site statistics, top-N ordering, and concurrent interning. */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -90,7 +91,7 @@ static void *interner(void *arg)
     long t = (long)arg;
     for (int round = 0; round < 3; round++)
         for (int i = 0; i < STACKS; i++) {
-            int k = (i * (int)(t + 1) * 31 + round) % STACKS;
+            int k = (i * 7 + (int)t * 517 + round) % STACKS; /* a permutation per round */
             uintptr_t st[3] = {0x400000u + (uintptr_t)k, 0x500000u + (uintptr_t)(k % 7), 0x600000};
             uint32_t id = ot_sites_intern(st, 3, OT_KIND_HOST, -1);
             atomic_store(&seen[t][k], id);
@@ -106,10 +107,10 @@ TEST(concurrent_interning_agrees)
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, interner, (void *)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
-    for (int k = 0; k < STACKS; k++) {
+    for (unsigned k = 0; k < STACKS; k++) {
         uint32_t id = atomic_load(&seen[0][k]);
         EXPECT(id != 0);
-        for (int t = 1; t < THREADS; t++)
+        for (unsigned t = 1; t < THREADS; t++)
             if (atomic_load(&seen[t][k]) != id) {
                 EXPECT(atomic_load(&seen[t][k]) == id);
                 return;

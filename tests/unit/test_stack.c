@@ -1,0 +1,336 @@
+/* Stack capture (stack.c): frames of a known call chain, skip and depth, other threads, signal
+ * handlers, agreement of the fast and exact paths, no malloc, and the cost of a 20-frame stack. */
+#include "internal.h"
+#include "harness.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------ malloc counter
+ * The test binary's malloc interposes everyone's; while a thread's flag is set, calls count.
+ * Not under sanitizers, which own malloc. */
+#ifndef OT_SANITIZER
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+static __thread int count_mallocs;
+static int mallocs_seen;
+void *malloc(size_t n)
+{
+    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
+    return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t m)
+{
+    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
+    return __libc_calloc(n, m);
+}
+void *realloc(void *p, size_t n)
+{
+    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
+    return __libc_realloc(p, n);
+}
+void free(void *p) { __libc_free(p); }
+#define HAVE_MALLOC_COUNTER 1
+#else
+#define HAVE_MALLOC_COUNTER 0
+#endif
+
+/* ------------------------------------------------------------------ a known call chain */
+typedef unsigned (*capture_fn)(uintptr_t *, unsigned, unsigned);
+static struct {
+    capture_fn fn;
+    unsigned max, skip, n;
+    uintptr_t ips[OT_MAX_FRAMES];
+} chain;
+
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+static OT_NOINLINE void chain_c(void)
+{
+    chain.n = chain.fn(chain.ips, chain.max, chain.skip);
+    BARRIER();
+}
+static OT_NOINLINE void chain_b(void)
+{
+    chain_c();
+    BARRIER();
+}
+static OT_NOINLINE void chain_a(void)
+{
+    chain_b();
+    BARRIER();
+}
+
+static OT_NOINLINE void run_chain(capture_fn fn, unsigned max, unsigned skip)
+{
+    chain.fn = fn;
+    chain.max = max;
+    chain.skip = skip;
+    chain.n = 0;
+    chain_a();
+}
+
+static void name_of(uintptr_t ip, char *out, size_t cap)
+{
+    ot_frame_t f;
+    ot_symbolize(ip - 1, &f); /* return address: look up the call instruction */
+    snprintf(out, cap, "%s", f.function);
+}
+
+/* Index of the first frame at or after `from` whose function is `fn`, or -1. */
+static int find_frame(const uintptr_t *ips, unsigned n, unsigned from, const char *fn)
+{
+    char name[512];
+    for (unsigned i = from; i < n; i++) {
+        name_of(ips[i], name, sizeof name);
+        if (strcmp(name, fn) == 0) return (int)i;
+    }
+    return -1;
+}
+
+static void dump(const uintptr_t *ips, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        ot_frame_t f;
+        ot_symbolize(ips[i] - 1, &f);
+        printf("    #%u %#lx %s (%s+%#lx)\n", i, (unsigned long)ips[i], f.function, f.module,
+               (unsigned long)f.offset);
+    }
+}
+
+static void check_chain(capture_fn fn, const char *outer)
+{
+    run_chain(fn, OT_MAX_FRAMES, 0);
+    ASSERT(chain.n >= 4);
+    char name[512];
+    name_of(chain.ips[0], name, sizeof name);
+    EXPECT_STR(name, "chain_c"); /* the capture function itself never shows */
+    int b = find_frame(chain.ips, chain.n, 1, "chain_b");
+    int a = find_frame(chain.ips, chain.n, 1, "chain_a");
+    int o = find_frame(chain.ips, chain.n, 1, outer);
+    EXPECT(b == 1);
+    EXPECT(a == 2);
+    EXPECT(o > a);
+    for (unsigned i = 0; i < chain.n; i++) {
+        name_of(chain.ips[i], name, sizeof name);
+        EXPECT(strncmp(name, "ot_stack_capture", 16) != 0 && strcmp(name, "stack_walk") != 0);
+    }
+    if (ot_t_failed_) dump(chain.ips, chain.n);
+}
+
+TEST(test_init)
+{
+    ot_stack_init();
+    ot_stack_init(); /* idempotent */
+    ot_symbolize_begin();
+}
+
+TEST(test_chain_exact)
+{
+    check_chain(ot_stack_capture_exact, "main");
+}
+
+TEST(test_chain_fast) { check_chain(ot_stack_capture, "main"); }
+
+/* Comparisons of two captures run them from one call site (a loop), so all frames match. */
+TEST(test_fast_equals_exact)
+{
+    uintptr_t got[2][OT_MAX_FRAMES];
+    unsigned n[2];
+    for (volatile int k = 0; k < 2; k++) { /* volatile: no unrolling into two call sites */
+        run_chain(k ? ot_stack_capture_exact : ot_stack_capture, OT_MAX_FRAMES, 0);
+        n[k] = chain.n;
+        memcpy(got[k], chain.ips, sizeof got[k]);
+    }
+    EXPECT_EQ_U(n[0], n[1]);
+    for (unsigned i = 0; i < n[0] && i < n[1]; i++) EXPECT_EQ_U(got[0][i], got[1][i]);
+}
+
+TEST(test_skip)
+{
+    capture_fn fns[2] = {ot_stack_capture, ot_stack_capture_exact};
+    for (int k = 0; k < 2; k++) {
+        uintptr_t full[OT_MAX_FRAMES];
+        unsigned nfull = 0;
+        for (volatile unsigned skip = 0; skip <= 3; skip++) {
+            run_chain(fns[k], OT_MAX_FRAMES, skip);
+            if (skip == 0) {
+                nfull = chain.n;
+                memcpy(full, chain.ips, sizeof full);
+                continue;
+            }
+            EXPECT_EQ_U(chain.n, nfull - skip);
+            for (unsigned i = 0; i < chain.n; i++) EXPECT_EQ_U(chain.ips[i], full[i + skip]);
+        }
+        char name[512];
+        run_chain(fns[k], OT_MAX_FRAMES, 2);
+        name_of(chain.ips[0], name, sizeof name);
+        EXPECT_STR(name, "chain_a");
+        run_chain(fns[k], OT_MAX_FRAMES, 1000); /* more than there are */
+        EXPECT_EQ_U(chain.n, 0);
+    }
+}
+
+TEST(test_depth_limit)
+{
+    capture_fn fns[2] = {ot_stack_capture, ot_stack_capture_exact};
+    for (int k = 0; k < 2; k++) {
+        uintptr_t full[OT_MAX_FRAMES];
+        for (volatile unsigned max = 0; max <= 4; max++) {
+            unsigned m = max ? max - 1 : OT_MAX_FRAMES; /* first round: the full stack */
+            chain.ips[0] = 0x1234;
+            run_chain(fns[k], m, 0);
+            if (max == 0) {
+                memcpy(full, chain.ips, sizeof full);
+                continue;
+            }
+            EXPECT_EQ_U(chain.n, m);
+            for (unsigned i = 0; i < chain.n; i++) EXPECT_EQ_U(chain.ips[i], full[i]);
+            if (m == 0) EXPECT_EQ_U(chain.ips[0], 0x1234); /* nothing written */
+        }
+        run_chain(fns[k], 1, 1);
+        EXPECT_EQ_U(chain.n, 1);
+        char name[512];
+        name_of(chain.ips[0], name, sizeof name);
+        EXPECT_STR(name, "chain_b");
+    }
+}
+
+static OT_NOINLINE void *thread_main(void *arg)
+{
+    capture_fn fn = (capture_fn)arg;
+    run_chain(fn, OT_MAX_FRAMES, 0);
+    BARRIER();
+    return NULL;
+}
+
+TEST(test_other_thread)
+{
+    capture_fn fns[2] = {ot_stack_capture, ot_stack_capture_exact};
+    for (int k = 0; k < 2; k++) {
+        pthread_t t;
+        ASSERT(pthread_create(&t, NULL, thread_main, (void *)fns[k]) == 0);
+        pthread_join(t, NULL);
+        ASSERT(chain.n >= 4);
+        char name[512];
+        name_of(chain.ips[0], name, sizeof name);
+        EXPECT_STR(name, "chain_c");
+        EXPECT(find_frame(chain.ips, chain.n, 1, "chain_b") == 1);
+        EXPECT(find_frame(chain.ips, chain.n, 1, "chain_a") == 2);
+        EXPECT(find_frame(chain.ips, chain.n, 3, "thread_main") >= 3);
+        EXPECT(find_frame(chain.ips, chain.n, 0, "main") < 0);
+        if (ot_t_failed_) dump(chain.ips, chain.n);
+    }
+}
+
+/* A capture from a signal handler sees the interrupted frames behind the signal frame. */
+static volatile sig_atomic_t in_handler;
+static void on_signal(int sig)
+{
+    (void)sig;
+    in_handler = 1;
+    chain.n = chain.fn(chain.ips, OT_MAX_FRAMES, 0);
+}
+static OT_NOINLINE void raise_in_chain(void)
+{
+    raise(SIGUSR1);
+    BARRIER();
+}
+
+TEST(test_signal_handler)
+{
+    capture_fn fns[2] = {ot_stack_capture_exact, ot_stack_capture};
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    ASSERT(sigaction(SIGUSR1, &sa, &old) == 0);
+    for (int k = 0; k < 2; k++) {
+        chain.fn = fns[k];
+        chain.n = 0;
+        raise_in_chain();
+        EXPECT(in_handler);
+        EXPECT(chain.n >= 3);
+        char name[512];
+        name_of(chain.ips[0], name, sizeof name);
+        EXPECT_STR(name, "on_signal");
+        EXPECT(find_frame(chain.ips, chain.n, 1, "raise_in_chain") > 0);
+        EXPECT(find_frame(chain.ips, chain.n, 1, "main") > 0);
+        if (ot_t_failed_) dump(chain.ips, chain.n);
+    }
+    sigaction(SIGUSR1, &old, NULL);
+}
+
+/* Capturing allocates nothing, not even the first time in a new thread. */
+#if HAVE_MALLOC_COUNTER
+static int thread_mallocs;
+static void *count_thread(void *arg)
+{
+    (void)arg;
+    uintptr_t ips[OT_MAX_FRAMES];
+    int before = __atomic_load_n(&mallocs_seen, __ATOMIC_RELAXED);
+    count_mallocs = 1;
+    for (int i = 0; i < 100; i++) {
+        ot_stack_capture(ips, OT_MAX_FRAMES, 0);
+        ot_stack_capture_exact(ips, OT_MAX_FRAMES, 0);
+    }
+    count_mallocs = 0;
+    thread_mallocs = __atomic_load_n(&mallocs_seen, __ATOMIC_RELAXED) - before;
+    return NULL;
+}
+#endif
+
+TEST(test_no_malloc)
+{
+#if !HAVE_MALLOC_COUNTER
+    SKIP("malloc belongs to the sanitizer");
+#else
+    pthread_t t;
+    ASSERT(pthread_create(&t, NULL, count_thread, NULL) == 0);
+    pthread_join(t, NULL);
+    EXPECT_EQ_U(thread_mallocs, 0);
+    count_thread(NULL);
+    EXPECT_EQ_U(thread_mallocs, 0);
+#endif
+}
+
+/* ------------------------------------------------------------------ cost */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static OT_NOINLINE unsigned deep(unsigned d, capture_fn fn, unsigned iters, uint64_t *ns)
+{
+    unsigned n = 0;
+    if (d) {
+        n = deep(d - 1, fn, iters, ns);
+        BARRIER();
+        return n;
+    }
+    uintptr_t ips[20];
+    uint64_t t0 = now_ns();
+    for (unsigned i = 0; i < iters; i++) n = fn(ips, 20, 0);
+    *ns = (now_ns() - t0) / iters;
+    return n;
+}
+
+TEST(test_cost_20_frames)
+{
+    uint64_t fast = 0, exact = 0;
+    unsigned nf = deep(24, ot_stack_capture, 20000, &fast);
+    unsigned ne = deep(24, ot_stack_capture_exact, 2000, &exact);
+    EXPECT_EQ_U(nf, 20);
+    EXPECT_EQ_U(ne, 20);
+    printf("  ns per 20-frame capture: ot_stack_capture %llu, ot_stack_capture_exact %llu\n",
+           (unsigned long long)fast, (unsigned long long)exact);
+}
+
+TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
+          test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
+          test_cost_20_frames)
