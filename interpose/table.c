@@ -1,0 +1,845 @@
+/* The live-allocation table: a lock-free hash map uint64 -> uint64 in mmap'd memory.
+ * It runs inside malloc hooks and signal handlers: it never calls malloc, never takes a lock and
+ * never waits for another thread to make progress.
+ *
+ * Keys. 0 is EMPTY. Keys >= 0xFFFF000000000000 are the table's own slot states (TOMB, CLOSED_E,
+ * CLOSED_T, FWD(j), PEND(i), payload in the low 44 bits); callers' keys (addresses < 2^57, tagged
+ * handles such as 1<<62 | h) never reach that range, and insert rejects them. Values are opaque.
+ *
+ * Slots are 16 bytes {key, val}, changed only by a 16-byte CAS, searched by linear probing from
+ * home = (key * golden * cap) >> 64. That home is monotone in the hash, so a migration reads the old
+ * table and writes the new one front to back. Removal leaves TOMB (reused by later inserts); within
+ * one table a slot never becomes EMPTY again, so a probe may stop at the first EMPTY.
+ *
+ * Generations. g_root is the oldest table still in use; root->next, when set, is the table being
+ * migrated into. Only the root migrates, so the chain is at most two long, and every operation looks
+ * at root first, then next: a key is always found where it is, or its FWD is found where it was.
+ * A migration is cut into chunks; each operation that sees one in progress migrates a chunk first.
+ * One slot moves like this (i in the old table, j in the new):
+ *   1. read old[i] = (k, v);
+ *   2. claim an EMPTY new[j] on k's path: EMPTY -> (PEND(i), v)     invisible to searches
+ *   3. old[i]: (k, v) -> (FWD(j), k)                                  the move; FWD is final
+ *   4. new[j]: (PEND(i), v) -> (k, v)                                 anyone who sees FWD may do it
+ * If 3 fails (the owner removed or updated k, or another helper won) the helper turns its own PEND
+ * back into TOMB and retries. Step 4 is safe for late helpers because PEND is only ever written into
+ * an EMPTY slot: PEND(i) at j can only be the winner's, so a stale helper cannot resurrect a key the
+ * owner removed after the move. EMPTY and TOMB slots of the old table become CLOSED_E / CLOSED_T so a
+ * late insert cannot land behind the migration. The old table retires when every slot is final.
+ *
+ * Reclamation. A thread announces the epoch it entered with in its own word; a retired table is
+ * unmapped once every announced epoch is newer than its retirement. Announcing is a plain store: the
+ * reclaimer pays instead with membarrier(PRIVATE_EXPEDITED) (where the kernel lets us register;
+ * otherwise the store and the reclaimer's loads are seq_cst). No thread ever waits for another.
+ *
+ * Counting. Each thread owns a record with its live delta (summed when asked: exact when quiescent)
+ * and its epoch word; records live in mmap'd chunks (a dead thread's is adopted by a new one), the
+ * epoch words in a MADV_WIPEONFORK page so a fork child does not inherit announcements of threads
+ * that do not exist there. Claims of EMPTY slots, which decide growth, are added to the table's
+ * counter in small per-thread batches.
+ *
+ * Fork. The child keeps working. What other threads had in flight at the fork stays as it was: a
+ * chunk of migration (re-swept by later operations), a table being created or unmapped (leaked,
+ * shared copy-on-write with the parent), one count not yet applied (live off by one per such op). */
+#include <errno.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "table.c packs {key, val} into one little-endian 128-bit word"
+#endif
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+#define MB_QUERY 0
+#define MB_PRIVATE_EXPEDITED (1 << 3)
+#define MB_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+/* ------------------------------------------------------------------ slot states */
+#define RSV 0xFFFF000000000000ull
+#define PAYLOAD ((1ull << 44) - 1)
+#define KT(t) (RSV | ((uint64_t)(t) << 44))
+enum { T_TOMB = 1, T_CLOSED_E, T_CLOSED_T, T_FWD, T_PEND };
+#define K_EMPTY 0ull
+#define K_TOMB KT(T_TOMB)
+#define K_CLOSED_E KT(T_CLOSED_E)
+#define K_CLOSED_T KT(T_CLOSED_T)
+#define K_FWD(j) (KT(T_FWD) | (j))
+#define K_PEND(i) (KT(T_PEND) | (i))
+static inline bool is_key(uint64_t x) { return x - 1 < RSV - 1; } /* a caller's key */
+static inline bool is_fwd(uint64_t x) { return (x >> 44) == (KT(T_FWD) >> 44); }
+
+typedef struct {
+    uint64_t key, val;
+} __attribute__((aligned(16))) slot_t;
+typedef unsigned __int128 u128 __attribute__((may_alias));
+
+static inline uint64_t ldkey(const slot_t *s) { return __atomic_load_n(&s->key, __ATOMIC_ACQUIRE); }
+static inline uint64_t ldval(const slot_t *s) { return __atomic_load_n(&s->val, __ATOMIC_ACQUIRE); }
+static inline u128 pack(uint64_t k, uint64_t v) { return (u128)k | ((u128)v << 64); }
+static inline bool cas16(slot_t *s, uint64_t ek, uint64_t ev, uint64_t nk, uint64_t nv)
+{
+    return __sync_bool_compare_and_swap((u128 *)s, pack(ek, ev), pack(nk, nv));
+}
+/* An atomic 16-byte read (a CAS that writes back what is there). For readers that do not own the key. */
+static inline void read16(slot_t *s, uint64_t *k, uint64_t *v)
+{
+    u128 x = __sync_val_compare_and_swap((u128 *)s, 0, 0);
+    *k = (uint64_t)x;
+    *v = (uint64_t)(x >> 64);
+}
+
+/* ------------------------------------------------------------------ generations */
+#define HDR 192                     /* gen_t, in front of the slots */
+#define MIN_MAP (64u * 1024u)       /* the first table: 4084 slots */
+#define CHUNK 512u                  /* slots per unit of migration work */
+#define FILL_PCT 55                 /* load right after a migration: 16 / 0.55 = 29 bytes per key */
+#define GROW_PCT 80                 /* used (live + TOMB) at which a table migrates */
+#define SHRINK_PCT 20               /* live below which it migrates to a smaller one */
+#define SHRINK_EVERY 1024u          /* removes per thread between shrink checks */
+#define LONG_PROBE 1024u
+
+typedef struct gen {
+    uint64_t cap, map_bytes, id, grow_at, nchunks;
+    struct gen *next;               /* atomic: migration target, set once */
+    struct gen *limbo_next;
+    uint64_t retire_epoch;
+    uint64_t used __attribute__((aligned(64))); /* EMPTY slots claimed (batched) */
+    uint64_t cursor __attribute__((aligned(64))); /* next chunk to hand out */
+    uint64_t tail;                  /* rotating re-sweep once all chunks are handed out */
+    uint64_t done;                  /* slots in a final state (each counted once, by its winner) */
+} gen_t;
+_Static_assert(sizeof(gen_t) <= HDR, "gen_t must fit in front of the slots");
+
+static inline slot_t *slots(const gen_t *g) { return (slot_t *)((char *)g + HDR); }
+static inline uint64_t home(uint64_t k, uint64_t cap)
+{
+    return (uint64_t)(((u128)(k * 0x9E3779B97F4A7C15ull) * cap) >> 64);
+}
+static inline gen_t *ld_next(const gen_t *g) { return __atomic_load_n(&g->next, __ATOMIC_ACQUIRE); }
+
+static gen_t *g_root;
+/* Retired tables waiting for their grace period: {gen, retire epoch} pairs, taken out one at a time
+ * with a CAS, so a fork in the middle of a reclaim loses at most the table being unmapped; the list
+ * takes the overflow. */
+#define LIMBO 64
+static slot_t g_limbo_tab[LIMBO];
+static gen_t *g_limbo;
+static uint64_t g_pending; /* retired, not yet unmapped */
+static gen_t *g_spare; /* one reclaimed small table, kept for the next table of its size */
+#define SPARE_MAX (256u * 1024u)
+static uint64_t g_epoch = 1;
+static uint64_t g_ids;
+static uint64_t g_mapped, g_slots, g_gens; /* for stats */
+#if defined(OT_SANITIZER)
+#define ASYM() 0 /* sanitizers do not model membarrier */
+#else
+static int g_asym;
+#define ASYM() __atomic_load_n(&g_asym, __ATOMIC_RELAXED)
+#endif
+
+/* ------------------------------------------------------------------ per-thread records */
+#define RECS 63
+typedef struct {
+    uint64_t active; /* epoch announced by the owner; 0 = outside the table */
+    uint64_t pad[7];
+} hot_t;
+typedef struct {
+    uint64_t tid, pid;
+    int64_t live;    /* written only by the owner */
+    uint64_t pad[5];
+} cold_t;
+typedef struct rchunk {
+    hot_t hot[64];   /* page 0, MADV_WIPEONFORK; hot[63] unused */
+    struct rchunk *next;
+    uint64_t pad[7];
+    cold_t cold[RECS];
+} rchunk_t;
+_Static_assert(sizeof(rchunk_t) == 8192, "record chunk is two pages");
+
+static rchunk_t *g_chunks;
+
+typedef struct {
+    uint64_t *active;
+    int64_t *live;
+    uint64_t claim_gen; /* gen id the pending claims belong to */
+    uint32_t claims, removes, ticks;
+    bool retired;       /* this thread retired a table: try to reclaim on the way out */
+} tstate_t;
+static OT_TLS tstate_t ts;
+
+static inline void counter_add(int64_t *c, int64_t d)
+{
+#if defined(__x86_64__) && !defined(OT_SANITIZER)
+    /* One unlocked instruction: atomic against our own signal handlers, and the only writer. */
+    __asm__ volatile("addq %1, %0" : "+m"(*c) : "er"(d));
+#else
+    __atomic_fetch_add(c, d, __ATOMIC_RELAXED);
+#endif
+}
+
+static void *map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    __atomic_fetch_add(&g_mapped, bytes, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void unmap(void *p, size_t bytes)
+{
+    munmap(p, bytes);
+    __atomic_fetch_sub(&g_mapped, bytes, __ATOMIC_RELAXED);
+}
+
+static OT_NOINLINE bool rec_register(void)
+{
+    int saved = errno;
+    uint64_t tid = (uint64_t)syscall(SYS_gettid), pid = (uint64_t)getpid();
+    unsigned probes = 0;
+    rchunk_t *c;
+    int i = 0;
+    for (c = __atomic_load_n(&g_chunks, __ATOMIC_ACQUIRE); c; c = c->next) {
+        for (i = 0; i < RECS; i++) {
+            cold_t *r = &c->cold[i];
+            uint64_t t = __atomic_load_n(&r->tid, __ATOMIC_ACQUIRE);
+            if (t == 0 && __atomic_compare_exchange_n(&r->tid, &t, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                goto claimed;
+            /* A record of a dead thread of this process is adopted with its count, which stays
+             * part of the sum. Records of another pid (a fork parent's threads) are never reused. */
+            if (t && t != tid && probes < 32 && __atomic_load_n(&r->pid, __ATOMIC_RELAXED) == pid) {
+                probes++;
+                if (syscall(SYS_tgkill, (long)pid, (long)t, 0) != 0 && errno == ESRCH &&
+                    __atomic_compare_exchange_n(&r->tid, &t, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                    goto claimed;
+            }
+        }
+    }
+    c = map(sizeof(rchunk_t));
+    if (!c) {
+        errno = saved;
+        return false;
+    }
+    madvise(c, 4096, MADV_WIPEONFORK); /* best effort (Linux >= 4.14) */
+    i = 0;
+    c->cold[0].tid = tid;
+    c->next = __atomic_load_n(&g_chunks, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&g_chunks, &c->next, c, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+claimed:
+    __atomic_store_n(&c->cold[i].pid, pid, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->hot[i].active, 0, __ATOMIC_RELEASE); /* in case its last owner died inside */
+    ts.live = &c->cold[i].live;
+    ts.active = &c->hot[i].active;
+    errno = saved;
+    return true;
+}
+
+static int64_t live_sum(void)
+{
+    int64_t s = 0;
+    for (rchunk_t *c = __atomic_load_n(&g_chunks, __ATOMIC_ACQUIRE); c; c = c->next)
+        for (int i = 0; i < RECS; i++) s += __atomic_load_n(&c->cold[i].live, __ATOMIC_RELAXED);
+    return s;
+}
+
+/* ------------------------------------------------------------------ table memory */
+static gen_t *gen_new(uint64_t want_slots)
+{
+    uint64_t bytes = (HDR + want_slots * sizeof(slot_t) + 4095) & ~4095ull;
+    if (bytes < MIN_MAP) bytes = MIN_MAP;
+    /* Churn of fresh addresses migrates a small table every few thousand inserts just to drop
+     * tombstones: reusing the last one saves an mmap, its page faults and a munmap. */
+    gen_t *g = NULL, *exp = NULL;
+    if (bytes <= SPARE_MAX && (g = __atomic_exchange_n(&g_spare, NULL, __ATOMIC_ACQUIRE)) && g->map_bytes != bytes) {
+        if (!__atomic_compare_exchange_n(&g_spare, &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            unmap(g, g->map_bytes);
+        g = NULL;
+    }
+    if (g) {
+        __builtin_memset(g, 0, bytes);
+    } else {
+        int saved = errno;
+        g = map(bytes);
+        errno = saved;
+        if (!g) return NULL;
+    }
+    g->cap = (bytes - HDR) / sizeof(slot_t);
+    g->map_bytes = bytes;
+    g->id = __atomic_add_fetch(&g_ids, 1, __ATOMIC_RELAXED);
+    g->grow_at = g->cap * GROW_PCT / 100;
+    g->nchunks = (g->cap + CHUNK - 1) / CHUNK;
+    __atomic_fetch_add(&g_slots, g->cap, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_gens, 1, __ATOMIC_RELAXED);
+    return g;
+}
+
+/* Only for tables no thread can reach. */
+static void gen_free(gen_t *g, bool keep)
+{
+    __atomic_fetch_sub(&g_slots, g->cap, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&g_gens, 1, __ATOMIC_RELAXED);
+    gen_t *exp = NULL;
+    if (keep && g->map_bytes <= SPARE_MAX &&
+        __atomic_compare_exchange_n(&g_spare, &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        return;
+    int saved = errno;
+    unmap(g, g->map_bytes);
+    errno = saved;
+}
+
+static void asym_init(void)
+{
+#if !defined(OT_SANITIZER)
+    int saved = errno;
+    long q = syscall(SYS_membarrier, MB_QUERY, 0, 0);
+    if (q > 0 && (q & MB_PRIVATE_EXPEDITED) && syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+        __atomic_store_n(&g_asym, 1, __ATOMIC_RELEASE);
+    errno = saved;
+#endif
+}
+
+/* Before the first table is published, so whoever reaches a table also sees the final g_asym. */
+static OT_NOINLINE gen_t *create_root(void)
+{
+    asym_init();
+    gen_t *g = gen_new(0), *exp = NULL;
+    if (!g) return NULL;
+    if (__atomic_compare_exchange_n(&g_root, &exp, g, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) return g;
+    gen_free(g, true); /* never published: nobody can hold it */
+    return exp;
+}
+
+static uint64_t oldest_active(void)
+{
+    uint64_t min = UINT64_MAX;
+    for (rchunk_t *c = __atomic_load_n(&g_chunks, __ATOMIC_ACQUIRE); c; c = c->next) {
+        for (int i = 0; i < RECS; i++) {
+            uint64_t a = __atomic_load_n(&c->hot[i].active, __ATOMIC_SEQ_CST);
+            if (a && a < min) min = a;
+        }
+    }
+    return min;
+}
+
+static void limbo_push(gen_t *g)
+{
+    for (int i = 0; i < LIMBO; i++)
+        if (ldkey(&g_limbo_tab[i]) == 0 && cas16(&g_limbo_tab[i], 0, 0, (uint64_t)(uintptr_t)g, g->retire_epoch))
+            return;
+    g->limbo_next = __atomic_load_n(&g_limbo, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&g_limbo, &g->limbo_next, g, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+}
+
+static void limbo_free(gen_t *g)
+{
+    gen_free(g, true);
+    __atomic_fetch_sub(&g_pending, 1, __ATOMIC_RELAXED);
+}
+
+/* Unmap every retired table no thread can still be reading: announced epochs are either 0 or
+ * newer than the retirement, and a thread entering later starts from the new root. Only tables
+ * seen retired before the epochs are read qualify. */
+static OT_NOINLINE void reclaim(void)
+{
+    struct {
+        uint64_t p, e;
+    } cand[LIMBO];
+    int nc = 0;
+    for (int i = 0; i < LIMBO; i++) {
+        /* Key and value read apart may be torn; the CAS below only succeeds on the real pair. */
+        cand[i].p = ldkey(&g_limbo_tab[i]);
+        cand[i].e = ldval(&g_limbo_tab[i]);
+        nc += cand[i].p != 0;
+    }
+    gen_t *list = __atomic_load_n(&g_limbo, __ATOMIC_RELAXED) ? __atomic_exchange_n(&g_limbo, NULL, __ATOMIC_ACQUIRE) : NULL;
+    if (!nc && !list) return;
+    uint64_t min = oldest_active();
+    bool any = false;
+    for (int i = 0; i < LIMBO && !any; i++) any = cand[i].p && cand[i].e < min;
+    for (gen_t *g = list; g && !any; g = g->limbo_next) any = g->retire_epoch < min;
+    /* That first look is final with seq_cst announcements; with plain ones it only rules out
+     * (a thread preempted inside an old epoch blocks everything), so membarrier's IPIs are paid
+     * only when something may be freed. */
+    if (any && ASYM()) {
+        int saved = errno;
+        if (syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0, 0) != 0 &&
+            (syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0 ||
+             syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0, 0) != 0))
+            any = false; /* not registered in this process (a fork child on some kernels) */
+        errno = saved;
+        min = oldest_active();
+    }
+    for (int i = 0; i < LIMBO && any; i++)
+        if (cand[i].p && cand[i].e < min && cas16(&g_limbo_tab[i], cand[i].p, cand[i].e, 0, 0))
+            limbo_free((gen_t *)(uintptr_t)cand[i].p);
+    while (list) {
+        gen_t *g = list;
+        list = g->limbo_next;
+        if (any && g->retire_epoch < min) limbo_free(g);
+        else limbo_push(g);
+    }
+}
+
+/* g is fully migrated: make its target the root and queue g for unmapping. */
+static void advance_root(gen_t *g)
+{
+    gen_t *exp = g, *n = ld_next(g);
+    if (!__atomic_compare_exchange_n(&g_root, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return;
+    g->retire_epoch = __atomic_fetch_add(&g_epoch, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&g_pending, 1, __ATOMIC_RELAXED);
+    limbo_push(g);
+    ts.retired = true;
+}
+
+static void add_done(gen_t *g, uint64_t n)
+{
+    if (n && __atomic_add_fetch(&g->done, n, __ATOMIC_ACQ_REL) == g->cap) advance_root(g);
+}
+
+/* ------------------------------------------------------------------ migration */
+/* Step 4 for old[i] = (FWD(j), k). Returns 1 if this call did it (and so counts the slot). */
+static int finish_fwd(gen_t *g, uint64_t i)
+{
+    slot_t *s = &slots(g)[i];
+    uint64_t j = ldkey(s) & PAYLOAD, k = ldval(s); /* FWD is final: both halves are stable */
+    slot_t *t = &slots(ld_next(g))[j];
+    /* PEND(i) at j can only be the winner's placement (PEND is only written into EMPTY slots),
+     * so if we still see it, step 4 is not done; if the CAS fails, someone else did it. */
+    if (ldkey(t) != K_PEND(i)) return 0;
+    uint64_t v = ldval(t);
+    return cas16(t, K_PEND(i), v, k, v);
+}
+
+enum { PLACE_OK, PLACE_STALE, PLACE_FULL };
+/* Step 2: claim an EMPTY slot on k's path in n for (PEND(i), v). */
+static int place(gen_t *n, uint64_t k, uint64_t i, uint64_t v, uint64_t *at)
+{
+    slot_t *s = slots(n);
+    uint64_t cap = n->cap, p = home(k, cap);
+    for (uint64_t c = 0; c < cap; c++) {
+        uint64_t y = ldkey(&s[p]);
+        if (y == K_EMPTY) {
+            if (cas16(&s[p], K_EMPTY, 0, K_PEND(i), v)) {
+                *at = p;
+                return PLACE_OK;
+            }
+            y = ldkey(&s[p]);
+        }
+        /* n itself migrating means our migration into it is complete: our slot is final. */
+        if (y == K_CLOSED_E || y == K_CLOSED_T || is_fwd(y)) return PLACE_STALE;
+        if (++p == cap) p = 0;
+    }
+    return PLACE_FULL;
+}
+
+/* Brings old[i] to a final state. Returns 1 if this call made the final transition, 0 if someone
+ * else did, -1 if the target is full. */
+static int migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed)
+{
+    slot_t *s = &slots(g)[i];
+    for (;;) {
+        /* Two plain loads: the CAS below validates the pair, a torn read just fails and retries. */
+        uint64_t x = ldkey(s), v = ldval(s);
+        if (x == K_CLOSED_E || x == K_CLOSED_T) return 0;
+        if (is_fwd(x)) return finish_fwd(g, i);
+        if (x == K_EMPTY) {
+            if (cas16(s, x, v, K_CLOSED_E, 0)) return 1;
+            continue;
+        }
+        if (!is_key(x)) { /* TOMB, or PEND left by a losing helper of the previous migration */
+            if (cas16(s, x, v, K_CLOSED_T, 0)) return 1;
+            continue;
+        }
+        uint64_t j;
+        int r = place(n, x, i, v, &j);
+        if (r == PLACE_FULL) return -1;
+        if (r == PLACE_STALE) continue;
+        ++*placed;
+        if (cas16(s, x, v, K_FWD(j), x)) {
+            slot_t *t = &slots(n)[j];
+            return cas16(t, K_PEND(i), v, x, v);
+        }
+        /* Lost: the owner changed (k, v) or another helper moved it. Our PEND is ours alone; if
+         * this CAS fails, n's own migration already closed it. */
+        cas16(&slots(n)[j], K_PEND(i), v, K_TOMB, 0);
+    }
+}
+
+static bool migrate_chunk(gen_t *g, gen_t *n, uint64_t c)
+{
+    uint64_t lo = c * CHUNK, hi = lo + CHUNK < g->cap ? lo + CHUNK : g->cap, won = 0, placed = 0;
+    bool ok = true;
+    for (uint64_t i = lo; i < hi; i++) {
+        int r = migrate_slot(g, n, i, &placed);
+        if (r < 0) {
+            ok = false;
+            break;
+        }
+        won += (uint64_t)r;
+    }
+    if (placed) __atomic_fetch_add(&n->used, placed, __ATOMIC_RELAXED);
+    add_done(g, won);
+    return ok;
+}
+
+/* One unit of work for an operation that found g migrating into n. Chunks are handed out once;
+ * after that, operations re-sweep chunks round-robin so a stalled or vanished helper (a thread
+ * that did not survive fork) cannot hold the migration open. */
+static OT_NOINLINE void help_migration(gen_t *g, gen_t *n)
+{
+    if (__atomic_load_n(&g->cursor, __ATOMIC_RELAXED) < g->nchunks) {
+        uint64_t c = __atomic_fetch_add(&g->cursor, 1, __ATOMIC_RELAXED);
+        if (c < g->nchunks) {
+            migrate_chunk(g, n, c);
+            return;
+        }
+    }
+    if (__atomic_load_n(&g->done, __ATOMIC_ACQUIRE) < g->cap)
+        migrate_chunk(g, n, __atomic_fetch_add(&g->tail, 1, __ATOMIC_RELAXED) % g->nchunks);
+}
+
+/* Finish g's migration ourselves. Every slot is final afterwards even if the counts of other
+ * helpers are still on their way, so the root may advance now. */
+static bool sweep(gen_t *g)
+{
+    gen_t *n = ld_next(g);
+    if (!n) return true;
+    for (uint64_t c = 0; c < g->nchunks; c++)
+        if (!migrate_chunk(g, n, c)) return false;
+    advance_root(g);
+    return true;
+}
+
+/* Start migrating g (grow, shrink, or drop tombstones; the size follows the live count). */
+static OT_NOINLINE void start_migration(gen_t *g)
+{
+    for (;;) {
+        gen_t *r = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
+        if (r != g) {
+            if (ld_next(r) != g || !sweep(r)) return; /* g is retired, or stuck behind a full table */
+            continue;
+        }
+        if (ld_next(g)) return;
+        int64_t live = live_sum();
+        gen_t *n = gen_new((live > 0 ? (uint64_t)live : 0) * 100 / FILL_PCT);
+        if (!n) return;
+        gen_t *exp = NULL;
+        if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            gen_free(n, true);
+        return;
+    }
+}
+
+static void note_claim(gen_t *g)
+{
+    if (ts.claim_gen != g->id) {
+        ts.claim_gen = g->id;
+        ts.claims = 0;
+    }
+    uint32_t batch = (uint32_t)(g->cap >> 9);
+    batch = batch < 1 ? 1 : batch > 32 ? 32 : batch;
+    if (++ts.claims < batch) return;
+    uint64_t used = __atomic_add_fetch(&g->used, ts.claims, __ATOMIC_RELAXED);
+    ts.claims = 0;
+    if (used >= g->grow_at) start_migration(g);
+}
+
+/* ------------------------------------------------------------------ entering and leaving */
+typedef struct {
+    gen_t *root;
+    bool set;
+} op_t;
+
+enum { OP_READ = 0, OP_HELP = 1, OP_CREATE = 2 };
+
+static inline bool op_enter(op_t *op, int mode)
+{
+    if (OT_UNLIKELY(!ts.active) && !rec_register()) return false;
+    int asym = ASYM();
+    op->set = false;
+    /* A signal handler interrupting an operation reuses the outer announcement (older, so safe). */
+    if (__atomic_load_n(ts.active, __ATOMIC_RELAXED) == 0) {
+        uint64_t e = __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
+        op->set = true;
+        if (asym) {
+            __atomic_store_n(ts.active, e, __ATOMIC_RELAXED);
+            __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the reclaimer's membarrier orders it */
+        } else {
+            __atomic_store_n(ts.active, e, __ATOMIC_SEQ_CST);
+        }
+    }
+    gen_t *g = __atomic_load_n(&g_root, asym ? __ATOMIC_ACQUIRE : __ATOMIC_SEQ_CST);
+    if (OT_UNLIKELY(!g) && (mode & OP_CREATE)) g = create_root();
+    if (OT_LIKELY(g) && (mode & OP_HELP)) {
+        gen_t *n = ld_next(g);
+        if (OT_UNLIKELY(n != NULL)) {
+            help_migration(g, n);
+            g = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
+        }
+    }
+    op->root = g;
+    return true;
+}
+
+static inline void op_exit(op_t *op)
+{
+    if (op->set) __atomic_store_n(ts.active, 0, __ATOMIC_RELEASE);
+    if (OT_UNLIKELY(__atomic_load_n(&g_pending, __ATOMIC_RELAXED) != 0) && (ts.retired || (++ts.ticks & 255) == 0)) {
+        ts.retired = false;
+        reclaim();
+    }
+}
+
+/* ------------------------------------------------------------------ searching */
+enum { F_MISS, F_LIVE, F_FWD };
+
+/* Where k is in g. A key's slot lies between its home and the first EMPTY / CLOSED_E, and once
+ * there it stays there (as k, or as FWD(j) with val k) until its owner removes it. */
+static inline int find(const gen_t *g, uint64_t k, uint64_t *at)
+{
+    const slot_t *s = slots(g);
+    uint64_t cap = g->cap, i = home(k, cap);
+    for (uint64_t n = 0; n < cap; n++) {
+        uint64_t x = ldkey(&s[i]);
+        if (x == k) {
+            *at = i;
+            return F_LIVE;
+        }
+        if (x == K_EMPTY || x == K_CLOSED_E) return F_MISS;
+        if (OT_UNLIKELY(is_fwd(x)) && ldval(&s[i]) == k) {
+            *at = i;
+            return F_FWD;
+        }
+        if (++i == cap) i = 0;
+    }
+    return F_MISS;
+}
+
+/* Follow FWD: make sure step 4 is done (counting it), then k is in the next table. */
+static gen_t *follow(gen_t *g, uint64_t i)
+{
+    if (finish_fwd(g, i)) add_done(g, 1);
+    return ld_next(g);
+}
+
+/* Value of k for a reader that may not own k (walk, lookup): the pair is read in one piece. */
+static bool get(gen_t *g, uint64_t k, uint64_t *v)
+{
+    while (g) {
+        uint64_t i, x;
+        int r = find(g, k, &i);
+        if (r == F_LIVE) {
+            read16(&slots(g)[i], &x, v);
+            if (x == k) return true;
+            continue; /* moved or removed meanwhile: look again */
+        }
+        g = r == F_FWD ? follow(g, i) : ld_next(g);
+    }
+    return false;
+}
+
+/* Is there a FWD for k in g (it was moved out of g)? */
+static bool has_fwd(const gen_t *g, uint64_t k)
+{
+    uint64_t i;
+    return find(g, k, &i) == F_FWD;
+}
+
+/* ------------------------------------------------------------------ operations */
+/* Returns 1 inserted, 0 replaced an existing entry, -1 out of memory. */
+static int insert_in(gen_t *g, uint64_t k, uint64_t v)
+{
+    for (;;) {
+        slot_t *s = slots(g);
+        uint64_t cap = g->cap, i = home(k, cap), fr = UINT64_MAX, fk = 0, n;
+        int st = F_MISS;
+        for (n = 0; n < cap; n++) {
+            uint64_t x = ldkey(&s[i]);
+            if (x == k) {
+                st = F_LIVE;
+                break;
+            }
+            if (x == K_EMPTY) {
+                if (fr == UINT64_MAX) fr = i, fk = x;
+                break;
+            }
+            if (x == K_CLOSED_E) break;
+            if (x == K_TOMB) {
+                if (fr == UINT64_MAX) fr = i, fk = x;
+            } else if (OT_UNLIKELY(is_fwd(x)) && ldval(&s[i]) == k) {
+                st = F_FWD;
+                break;
+            }
+            if (++i == cap) i = 0;
+        }
+        if (st == F_LIVE) {
+            /* A free we never saw: keep one entry. Only a migrator can change the slot under us
+             * ((k, v') -> (FWD(j), k)); the retry then finds the FWD. */
+            if (cas16(&s[i], k, ldval(&s[i]), k, v)) return 0;
+            continue;
+        }
+        if (st == F_FWD) {
+            g = follow(g, i);
+            continue;
+        }
+        gen_t *nx = ld_next(g);
+        if (nx) { /* k is not in g, and g is no longer the newest table */
+            g = nx;
+            continue;
+        }
+        if (fr == UINT64_MAX || n >= LONG_PROBE) {
+            if (fr == UINT64_MAX || __atomic_load_n(&g->used, __ATOMIC_RELAXED) >= cap / 2) start_migration(g);
+            if (fr == UINT64_MAX) {
+                if (!(g = ld_next(g))) return -1;
+                continue;
+            }
+        }
+        /* EMPTY and TOMB slots hold val 0. Failure: another key or a PEND took it, or the
+         * migration closed it; k is still absent (only we insert k), so scan again. */
+        if (cas16(&s[fr], fk, 0, k, v)) {
+            if (fk == K_EMPTY) note_claim(g);
+            return 1;
+        }
+    }
+}
+
+bool ot_table_insert(uint64_t key, uint64_t val)
+{
+    if (OT_UNLIKELY(!is_key(key))) return false;
+    op_t op;
+    if (!op_enter(&op, OP_HELP | OP_CREATE)) return false;
+    int r = op.root ? insert_in(op.root, key, val) : -1;
+    if (r > 0) counter_add(ts.live, 1);
+    op_exit(&op);
+    return r >= 0;
+}
+
+static OT_NOINLINE void shrink_check(void)
+{
+    ts.removes = 0;
+    gen_t *g = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
+    if (g && !ld_next(g) && g->map_bytes > MIN_MAP && (uint64_t)live_sum() < g->cap * SHRINK_PCT / 100)
+        start_migration(g);
+}
+
+/* Remove (nv == NULL) or update k. The owner is the only writer of (k, *) besides migrators. */
+static bool change(uint64_t k, uint64_t *out, const uint64_t *nv)
+{
+    op_t op;
+    if (!op_enter(&op, OP_HELP)) return false;
+    bool ok = false;
+    gen_t *g = op.root;
+    while (g) {
+        uint64_t i;
+        int r = find(g, k, &i);
+        if (r == F_LIVE) {
+            slot_t *s = &slots(g)[i];
+            uint64_t v = ldval(s);
+            /* Valid states here: (k, v), or (FWD(j), k) if a migrator moved it since; a torn v
+             * only makes the CAS fail and the retry sees the FWD. */
+            if (cas16(s, k, v, nv ? k : K_TOMB, nv ? *nv : 0)) {
+                if (out) *out = v;
+                ok = true;
+                break;
+            }
+            continue;
+        }
+        g = r == F_FWD ? follow(g, i) : ld_next(g);
+    }
+    if (ok && !nv) {
+        counter_add(ts.live, -1);
+        if (OT_UNLIKELY(++ts.removes >= SHRINK_EVERY)) shrink_check();
+    }
+    op_exit(&op);
+    return ok;
+}
+
+bool ot_table_remove(uint64_t key, uint64_t *val_out)
+{
+    return is_key(key) && change(key, val_out, NULL);
+}
+
+bool ot_table_update(uint64_t key, uint64_t val)
+{
+    return is_key(key) && change(key, NULL, &val);
+}
+
+bool ot_table_lookup(uint64_t key, uint64_t *val_out)
+{
+    if (!is_key(key)) return false;
+    op_t op;
+    if (!op_enter(&op, OP_HELP)) return false;
+    uint64_t v;
+    bool ok = get(op.root, key, &v);
+    if (ok && val_out) *val_out = v;
+    op_exit(&op);
+    return ok;
+}
+
+/* Walks the root, then (if a migration was running at the start) its target. Keys moved during the
+ * walk are reported once: from the root as themselves or through their FWD, and skipped in the
+ * target when the root holds their FWD. Keys inserted or removed during the walk may be missed. */
+void ot_table_walk(ot_table_visit_fn fn, void *ctx)
+{
+    op_t op;
+    if (!op_enter(&op, OP_READ)) return;
+    gen_t *t = op.root, *n0 = t ? ld_next(t) : NULL;
+    for (uint64_t i = 0; t && i < t->cap; i++) {
+        uint64_t x, v;
+        if (ldkey(&slots(t)[i]) == K_EMPTY) continue;
+        read16(&slots(t)[i], &x, &v);
+        if (is_key(x)) fn(x, v, ctx);
+        else if (is_fwd(x) && get(follow(t, i), v, &x)) fn(v, x, ctx);
+    }
+    for (uint64_t i = 0; n0 && i < n0->cap; i++) {
+        uint64_t x, v, k;
+        if (ldkey(&slots(n0)[i]) == K_EMPTY) continue;
+        read16(&slots(n0)[i], &x, &v);
+        k = is_key(x) ? x : is_fwd(x) ? v : 0;
+        if (!k || has_fwd(t, k)) continue;
+        if (is_key(x)) fn(k, v, ctx);
+        else if (get(follow(n0, i), k, &v)) fn(k, v, ctx);
+    }
+    op_exit(&op);
+}
+
+void ot_table_stats(ot_table_stats_t *st)
+{
+    if (__atomic_load_n(&g_pending, __ATOMIC_RELAXED)) reclaim();
+    int64_t live = live_sum();
+    st->live = live > 0 ? (uint64_t)live : 0;
+    st->capacity = __atomic_load_n(&g_slots, __ATOMIC_RELAXED);
+    st->mapped_bytes = __atomic_load_n(&g_mapped, __ATOMIC_RELAXED);
+    st->generations = (unsigned)__atomic_load_n(&g_gens, __ATOMIC_RELAXED);
+}
+
+/* Unit tests only, with no other thread inside the table. Record chunks are kept (threads keep
+ * pointers to them); their counts restart from zero. */
+void ot_table_reset_for_test(void)
+{
+    gen_t *g = __atomic_exchange_n(&g_root, NULL, __ATOMIC_SEQ_CST);
+    while (g) {
+        gen_t *n = g->next;
+        gen_free(g, false);
+        g = n;
+    }
+    g = __atomic_exchange_n(&g_limbo, NULL, __ATOMIC_SEQ_CST);
+    while (g) {
+        gen_t *n = g->limbo_next;
+        gen_free(g, false);
+        g = n;
+    }
+    for (int i = 0; i < LIMBO; i++) {
+        if ((g = (gen_t *)(uintptr_t)g_limbo_tab[i].key)) gen_free(g, false);
+        g_limbo_tab[i].key = g_limbo_tab[i].val = 0;
+    }
+    __atomic_store_n(&g_pending, 0, __ATOMIC_RELAXED);
+    if ((g = __atomic_exchange_n(&g_spare, NULL, __ATOMIC_SEQ_CST))) unmap(g, g->map_bytes);
+    for (rchunk_t *c = __atomic_load_n(&g_chunks, __ATOMIC_ACQUIRE); c; c = c->next)
+        for (int i = 0; i < RECS; i++) __atomic_store_n(&c->cold[i].live, 0, __ATOMIC_RELAXED);
+}

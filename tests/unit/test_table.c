@@ -1,0 +1,542 @@
+/* Unit tests of the live table (table.c): semantics, growth to 10M keys and back, threads racing
+ * across migrations, walks concurrent with writers and from a signal handler, a small address-space
+ * limit. OT_TABLE_BENCH=1 adds a microbenchmark. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define SCALE 20 /* ThreadSanitizer: 20x fewer keys and operations */
+#define GROWTH_KEYS 250000
+#elif defined(OT_SANITIZER)
+#define SCALE 4
+#define GROWTH_KEYS 2500000
+#else
+#define SCALE 1
+#define GROWTH_KEYS 10000000
+#endif
+
+static uint64_t rng(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 31;
+    k *= 0x7fb5d329728ea185ull;
+    return k ^ (k >> 27);
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static ot_table_stats_t stats(void)
+{
+    ot_table_stats_t st;
+    ot_table_stats(&st);
+    return st;
+}
+
+typedef struct {
+    uint64_t n, sum, bad;
+    uint64_t *keys; /* optional: collected keys */
+    size_t cap;
+} collect_t;
+
+static void collect(uint64_t k, uint64_t v, void *ctx)
+{
+    collect_t *c = ctx;
+    if (c->keys && c->n < c->cap) c->keys[c->n] = k;
+    c->n++;
+    c->sum += v;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------------ 1 */
+TEST(single_thread_semantics)
+{
+    ot_table_reset_for_test();
+    uint64_t v = 0;
+    EXPECT(!ot_table_lookup(0x1000, &v));
+    EXPECT(!ot_table_remove(0x1000, &v));
+    EXPECT(!ot_table_update(0x1000, 1));
+    EXPECT(ot_table_insert(0x1000, 11));
+    EXPECT(ot_table_lookup(0x1000, &v) && v == 11);
+    EXPECT(ot_table_update(0x1000, 12));
+    EXPECT(ot_table_lookup(0x1000, &v) && v == 12);
+    EXPECT(ot_table_insert(0x1000, 13)); /* a missed free: one entry, the new value */
+    EXPECT_EQ_U(stats().live, 1);
+    EXPECT(ot_table_lookup(0x1000, &v) && v == 13);
+    EXPECT(ot_table_remove(0x1000, &v) && v == 13);
+    EXPECT(!ot_table_remove(0x1000, &v));
+    EXPECT(!ot_table_lookup(0x1000, &v));
+    EXPECT_EQ_U(stats().live, 0);
+
+    /* Reserved keys are refused, not stored. */
+    EXPECT(!ot_table_insert(0, 1));
+    EXPECT(!ot_table_insert(~0ull, 1));
+    EXPECT(!ot_table_insert(0xFFFF000000000001ull, 1));
+    EXPECT(!ot_table_lookup(0, &v));
+
+    /* Tagged keys and keys that share their low bits stay distinct. */
+    uint64_t fails = 0;
+    EXPECT(ot_table_insert(5, 50));
+    EXPECT(ot_table_insert(OT_KEY_VMM_TAG | 5, 51));
+    for (uint64_t i = 1; i <= 200; i++) fails += !ot_table_insert(0x7f0000001230ull | (i << 48), 1000 + i);
+    EXPECT(ot_table_lookup(5, &v) && v == 50);
+    EXPECT(ot_table_lookup(OT_KEY_VMM_TAG | 5, &v) && v == 51);
+    for (uint64_t i = 1; i <= 200; i++) fails += !(ot_table_lookup(0x7f0000001230ull | (i << 48), &v) && v == 1000 + i);
+    EXPECT(ot_table_remove(OT_KEY_VMM_TAG | 5, &v) && v == 51);
+    EXPECT(ot_table_lookup(5, &v) && v == 50);
+    EXPECT_EQ_U(stats().live, 201);
+    EXPECT_EQ_U(fails, 0);
+
+    /* Reinsertion after removal, across migrations (more keys than the first table holds). */
+    ot_table_reset_for_test();
+    enum { N = 20000 };
+    for (uint64_t round = 0; round < 3; round++) {
+        for (uint64_t i = 1; i <= N; i++) fails += !ot_table_insert(i * 16, i * 7 + round);
+        for (uint64_t i = 1; i <= N; i++) fails += !(ot_table_lookup(i * 16, &v) && v == i * 7 + round);
+        if (round < 2)
+            for (uint64_t i = 1; i <= N; i++) fails += !(ot_table_remove(i * 16, &v) && v == i * 7 + round);
+    }
+    EXPECT_EQ_U(fails, 0);
+    /* The walk sees exactly the live set: remove every third key, then compare. */
+    uint64_t expect_n = 0, expect_sum = 0;
+    for (uint64_t i = 1; i <= N; i++) {
+        if (i % 3 == 0) fails += !ot_table_remove(i * 16, NULL);
+        else expect_n++, expect_sum += i * 7 + 2;
+    }
+    collect_t c = {0, 0, 0, calloc(N, sizeof(uint64_t)), N};
+    ot_table_walk(collect, &c);
+    EXPECT_EQ_U(c.n, expect_n);
+    EXPECT_EQ_U(c.sum, expect_sum);
+    qsort(c.keys, c.n < N ? c.n : N, sizeof(uint64_t), cmp_u64);
+    for (uint64_t i = 0, want = 16; i < c.n && i < N; i++, want += 16) {
+        if (want % 48 == 0) want += 16;
+        if (c.keys[i] != want) {
+            EXPECT(c.keys[i] == want);
+            break;
+        }
+    }
+    free(c.keys);
+    EXPECT_EQ_U(stats().live, expect_n);
+
+    /* Walks in the middle of a migration (each operation moves one chunk on) report every key once,
+     * whether still in the old table, moved, or inserted into the new one. */
+    ot_table_reset_for_test();
+    uint64_t n = 0, sum = 0, steps = 0;
+    do {
+        n++;
+        fails += !ot_table_insert(n * 16, n);
+        sum += n;
+    } while (stats().generations == 1 && n < 100000);
+    EXPECT_EQ_U(stats().generations, 2);
+    EXPECT(stats().capacity > 4084 * 2);
+    while (stats().generations > 1 && steps < 1000) {
+        n++; /* lands in the new table */
+        fails += !ot_table_insert(n * 16, n);
+        sum += n;
+        collect_t w = {0, 0, 0, NULL, 0};
+        ot_table_walk(collect, &w);
+        fails += w.n != n || w.sum != sum;
+        fails += !ot_table_lookup(16 * (1 + steps++ % n), &v); /* helps the migration one chunk on */
+    }
+    EXPECT(steps > 2);
+    EXPECT_EQ_U(stats().generations, 1);
+    EXPECT_EQ_U(fails, 0);
+}
+
+/* ------------------------------------------------------------------ 5 (run early: small process) */
+TEST(address_space_limit)
+{
+#if defined(OT_SANITIZER)
+    SKIP("sanitizer shadow memory does not fit under RLIMIT_AS");
+#else
+    ot_table_reset_for_test();
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        /* ulimit -v 200000, or the process's current size plus that much if it is already bigger. */
+        uint64_t limit = 200000ull * 1024, vm_pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f && fscanf(f, "%lu", (unsigned long *)&vm_pages) != 1) vm_pages = 0;
+        if (f) fclose(f);
+        uint64_t vm = vm_pages * (uint64_t)sysconf(_SC_PAGESIZE);
+        if (vm > limit / 2) limit += vm;
+        struct rlimit rl = {limit, limit};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+        enum { M = 1000000 };
+        uint64_t v;
+        for (uint64_t i = 1; i <= M; i++)
+            if (!ot_table_insert(0x7f0000000000ull + i * 32, i)) _exit(4);
+        for (uint64_t i = 1; i <= M; i++)
+            if (!ot_table_lookup(0x7f0000000000ull + i * 32, &v) || v != i) _exit(5);
+        ot_table_stats_t st = stats();
+        printf("  child under RLIMIT_AS %lu MiB: %u keys, %lu KiB mapped\n", (unsigned long)(limit >> 20), M,
+               (unsigned long)(st.mapped_bytes >> 10));
+        fflush(stdout);
+        for (uint64_t i = 1; i <= M; i++)
+            if (!ot_table_remove(0x7f0000000000ull + i * 32, &v) || v != i) _exit(6);
+        _exit(stats().live == 0 ? 0 : 7);
+    }
+    int status = 0;
+    ASSERT(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFEXITED(status));
+    EXPECT_EQ_U(WEXITSTATUS(status), 0);
+#endif
+}
+
+/* ------------------------------------------------------------------ 2 */
+TEST(growth_to_10m_and_back)
+{
+    ot_table_reset_for_test();
+    const uint64_t n = GROWTH_KEYS, base = 0x7f1200000000ull;
+    uint64_t v, peak = 0, fails = 0;
+    ot_table_stats_t st0 = stats();
+    EXPECT(st0.mapped_bytes <= 128 * 1024);
+    double t0 = now();
+    for (uint64_t i = 0; i < n; i++) {
+        if (!ot_table_insert(base + i * 16, i ^ 0x5555)) fails++;
+        if ((i & 0xfffff) == 0) {
+            uint64_t m = stats().mapped_bytes;
+            if (m > peak) peak = m;
+        }
+    }
+    double t1 = now();
+    EXPECT_EQ_U(fails, 0);
+    for (uint64_t i = 0; i < n; i++)
+        if (!ot_table_lookup(base + i * 16, &v) || v != (i ^ 0x5555)) fails++;
+    double t2 = now();
+    EXPECT_EQ_U(fails, 0);
+    ot_table_stats_t st = stats();
+    if (st.mapped_bytes > peak) peak = st.mapped_bytes;
+    double per = (double)st.mapped_bytes / (double)st.live;
+    printf("  %lu live: %.1f bytes/entry (%lu MiB mapped, %lu slots, %u generation%s); "
+           "insert %.0f ns, lookup %.0f ns\n",
+           (unsigned long)st.live, per, (unsigned long)(st.mapped_bytes >> 20), (unsigned long)st.capacity,
+           st.generations, st.generations == 1 ? "" : "s", (t1 - t0) * 1e9 / (double)n, (t2 - t1) * 1e9 / (double)n);
+    EXPECT_EQ_U(st.live, n);
+    EXPECT(per <= 32.0);
+    EXPECT_EQ_U(st.generations, 1);
+
+    for (uint64_t i = 0; i < n; i++)
+        if (!ot_table_remove(base + i * 16, &v) || v != (i ^ 0x5555)) fails++;
+    EXPECT_EQ_U(fails, 0);
+    EXPECT(!ot_table_lookup(base, &v));
+    st = stats();
+    printf("  after removing all: %lu KiB mapped (peak %lu MiB), %lu slots\n", (unsigned long)(st.mapped_bytes >> 10),
+           (unsigned long)(peak >> 20), (unsigned long)st.capacity);
+    EXPECT_EQ_U(st.live, 0);
+    EXPECT(st.mapped_bytes < 1024 * 1024);
+}
+
+/* ------------------------------------------------------------------ 3 */
+#define STRESS_THREADS 6
+typedef struct {
+    int id;
+    uint64_t ops;
+    uint64_t live, sum, errors; /* results */
+    uint64_t *keys, *vals;
+    size_t n;
+} worker_t;
+
+/* Malloc-like churn on the thread's own keys: grow, churn (remove / insert / realloc / update),
+ * shrink, so the table grows and shrinks through several migrations while others do the same. */
+static void *stress_worker(void *arg)
+{
+    worker_t *w = arg;
+    uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(w->id + 1), serial = 0, v;
+    const size_t maxn = 60000 / SCALE;
+    w->keys = calloc(maxn, sizeof(uint64_t));
+    w->vals = calloc(maxn, sizeof(uint64_t));
+    uint64_t ops = w->ops;
+    for (uint64_t op = 0; op < ops; op++) {
+        size_t target = op < ops / 3 ? maxn : op < 2 * ops / 3 ? maxn / 2 : maxn / 20;
+        uint64_t r = rng(&seed);
+        if (w->n < target && (r & 3) != 0) {
+            /* A fresh address, or (1 in 4) an address freed before: malloc reuses them. */
+            uint64_t k = ((uint64_t)(w->id + 1) << 40) | (++serial << 4);
+            uint64_t val = rng(&seed);
+            if (!ot_table_insert(k, val)) w->errors++;
+            w->keys[w->n] = k;
+            w->vals[w->n++] = val;
+        } else if (w->n > 0) {
+            size_t j = (size_t)((r >> 8) % w->n);
+            uint64_t k = w->keys[j];
+            switch ((r >> 4) & 3) {
+            case 0: /* realloc: remove, insert a new key */
+            case 1: {
+                if (!ot_table_remove(k, &v) || v != w->vals[j]) w->errors++;
+                uint64_t nk = ((uint64_t)(w->id + 1) << 40) | (++serial << 4), nv = rng(&seed);
+                if (!ot_table_insert(nk, nv)) w->errors++;
+                w->keys[j] = nk;
+                w->vals[j] = nv;
+                break;
+            }
+            case 2: /* update in place */
+                w->vals[j] = rng(&seed);
+                if (!ot_table_update(k, w->vals[j])) w->errors++;
+                break;
+            default: /* free */
+                if (!ot_table_remove(k, &v) || v != w->vals[j]) w->errors++;
+                w->keys[j] = w->keys[--w->n];
+                w->vals[j] = w->vals[w->n];
+                break;
+            }
+        }
+    }
+    for (size_t j = 0; j < w->n; j++) {
+        if (!ot_table_lookup(w->keys[j], &v) || v != w->vals[j]) w->errors++;
+        w->sum += w->vals[j];
+    }
+    w->live = w->n;
+    free(w->keys);
+    free(w->vals);
+    return NULL;
+}
+
+/* Producer / consumer: keys cross threads through a single-producer single-consumer ring. */
+#define RING 1024
+typedef struct {
+    uint64_t ring[RING];
+    uint64_t head, tail; /* atomics */
+    uint64_t items, left_live, left_sum, errors;
+} pc_t;
+
+static void *producer(void *arg)
+{
+    pc_t *pc = arg;
+    for (uint64_t i = 1; i <= pc->items; i++) {
+        uint64_t k = OT_KEY_VMM_TAG | (i << 4);
+        if (!ot_table_insert(k, mix(k))) __atomic_fetch_add(&pc->errors, 1, __ATOMIC_RELAXED);
+        uint64_t h = __atomic_load_n(&pc->head, __ATOMIC_RELAXED);
+        while (h - __atomic_load_n(&pc->tail, __ATOMIC_ACQUIRE) >= RING) sched_yield();
+        pc->ring[h % RING] = k;
+        __atomic_store_n(&pc->head, h + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    pc_t *pc = arg;
+    uint64_t v;
+    for (uint64_t got = 0; got < pc->items;) {
+        uint64_t t = __atomic_load_n(&pc->tail, __ATOMIC_RELAXED);
+        if (t == __atomic_load_n(&pc->head, __ATOMIC_ACQUIRE)) {
+            sched_yield();
+            continue;
+        }
+        uint64_t k = pc->ring[t % RING];
+        __atomic_store_n(&pc->tail, t + 1, __ATOMIC_RELEASE);
+        got++;
+        if (got % 8 == 0) { /* leave one in eight live */
+            if (!ot_table_lookup(k, &v) || v != mix(k)) pc->errors++;
+            pc->left_live++;
+            pc->left_sum += mix(k);
+        } else if (!ot_table_remove(k, &v) || v != mix(k)) {
+            pc->errors++;
+        }
+    }
+    return NULL;
+}
+
+TEST(threads_stress)
+{
+    ot_table_reset_for_test();
+    worker_t w[STRESS_THREADS];
+    pthread_t th[STRESS_THREADS + 2];
+    static pc_t pc;
+    memset(&pc, 0, sizeof pc);
+    pc.items = 200000 / SCALE;
+    double t0 = now();
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].id = i;
+        w[i].ops = 300000 / SCALE;
+        ASSERT(pthread_create(&th[i], NULL, stress_worker, &w[i]) == 0);
+    }
+    ASSERT(pthread_create(&th[STRESS_THREADS], NULL, producer, &pc) == 0);
+    ASSERT(pthread_create(&th[STRESS_THREADS + 1], NULL, consumer, &pc) == 0);
+    for (int i = 0; i < STRESS_THREADS + 2; i++) pthread_join(th[i], NULL);
+    uint64_t live = pc.left_live, sum = pc.left_sum, errors = pc.errors;
+    for (int i = 0; i < STRESS_THREADS; i++) live += w[i].live, sum += w[i].sum, errors += w[i].errors;
+    EXPECT_EQ_U(errors, 0);
+    ot_table_stats_t st = stats();
+    EXPECT_EQ_U(st.live, live);
+    collect_t c = {0, 0, 0, NULL, 0};
+    ot_table_walk(collect, &c);
+    EXPECT_EQ_U(c.n, live);
+    EXPECT_EQ_U(c.sum, sum);
+    printf("  %d threads + producer/consumer: %.2f s, %lu live at the end, %lu slots, %u generation(s)\n",
+           STRESS_THREADS, now() - t0, (unsigned long)live, (unsigned long)st.capacity, st.generations);
+}
+
+/* ------------------------------------------------------------------ 4 */
+#define WALK_WRITERS 3
+static uint64_t w_issued[WALK_WRITERS]; /* highest serial each writer has inserted (atomic) */
+static int w_stop;
+static uint64_t sig_walks, sig_bad, sig_seen;
+
+/* Keys are (writer+1) << 40 | serial << 4; values mix(key) or mix(key) + 1 (after an update). */
+static bool plausible(uint64_t k, uint64_t v)
+{
+    uint64_t w = k >> 40, serial = (k & ((1ull << 40) - 1)) >> 4;
+    if (w < 1 || w > WALK_WRITERS || (k & 15) || serial == 0) return false;
+    if (serial > __atomic_load_n(&w_issued[w - 1], __ATOMIC_ACQUIRE)) return false;
+    return v == mix(k) || v == mix(k) + 1;
+}
+
+static void walk_check(uint64_t k, uint64_t v, void *ctx)
+{
+    collect_t *c = ctx;
+    c->n++;
+    if (!plausible(k, v)) c->bad++;
+}
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    collect_t c = {0, 0, 0, NULL, 0};
+    ot_table_walk(walk_check, &c);
+    __atomic_fetch_add(&sig_walks, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sig_bad, c.bad, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sig_seen, c.n, __ATOMIC_RELAXED);
+}
+
+static void *walk_writer(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    uint64_t seed = 77 + (uint64_t)id, serial = 0, v;
+    const size_t maxn = 80000 / SCALE;
+    uint64_t *keys = calloc(maxn, sizeof(uint64_t));
+    size_t n = 0;
+    for (uint64_t op = 0; !__atomic_load_n(&w_stop, __ATOMIC_RELAXED); op++) {
+        uint64_t r = rng(&seed);
+        /* Grow, then shrink, again and again: migrations both ways while others walk. */
+        size_t target = ((op / (maxn * 2)) & 1) ? maxn / 10 : maxn;
+        if (n < target && (r & 1)) {
+            uint64_t k = ((uint64_t)(id + 1) << 40) | (++serial << 4);
+            __atomic_store_n(&w_issued[id], serial, __ATOMIC_RELEASE); /* before the key is visible */
+            ot_table_insert(k, mix(k));
+            keys[n++] = k;
+        } else if (n) {
+            size_t j = (size_t)((r >> 8) % n);
+            if ((r & 6) == 0) {
+                ot_table_update(keys[j], mix(keys[j]) + 1);
+            } else {
+                ot_table_remove(keys[j], &v);
+                keys[j] = keys[--n];
+            }
+        }
+    }
+    free(keys);
+    return NULL;
+}
+
+TEST(walk_concurrent_with_writers)
+{
+    ot_table_reset_for_test();
+    memset(w_issued, 0, sizeof w_issued);
+    w_stop = 0;
+    sig_walks = sig_bad = sig_seen = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    pthread_t th[WALK_WRITERS];
+    for (int i = 0; i < WALK_WRITERS; i++) ASSERT(pthread_create(&th[i], NULL, walk_writer, (void *)(intptr_t)i) == 0);
+    uint64_t walks = 0, seen = 0, bad = 0;
+    double end = now() + (SCALE > 1 ? 1.5 : 1.0);
+    while (now() < end) {
+        collect_t c = {0, 0, 0, NULL, 0};
+        ot_table_walk(walk_check, &c);
+        walks++, seen += c.n, bad += c.bad;
+        pthread_kill(th[walks % WALK_WRITERS], SIGUSR1); /* a walk inside a writer's table op */
+    }
+    __atomic_store_n(&w_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < WALK_WRITERS; i++) pthread_join(th[i], NULL);
+    signal(SIGUSR1, SIG_DFL);
+    ot_table_stats_t st = stats();
+    printf("  %lu walks (%lu entries), %lu in signal handlers (%lu entries); %lu slots at the end\n",
+           (unsigned long)walks, (unsigned long)seen, (unsigned long)__atomic_load_n(&sig_walks, __ATOMIC_RELAXED),
+           (unsigned long)__atomic_load_n(&sig_seen, __ATOMIC_RELAXED), (unsigned long)st.capacity);
+    EXPECT_EQ_U(bad, 0);
+    EXPECT_EQ_U(__atomic_load_n(&sig_bad, __ATOMIC_RELAXED), 0);
+    EXPECT(walks > 0);
+}
+
+/* ------------------------------------------------------------------ bench */
+typedef struct {
+    uint64_t base, pairs, mask; /* mask: addresses cycle through mask + 1 blocks, as malloc reuses them */
+    double secs;
+} bench_t;
+
+static void *bench_pairs(void *arg)
+{
+    bench_t *b = arg;
+    double t0 = now();
+    for (uint64_t i = 0; i < b->pairs; i++) {
+        uint64_t k = b->base + ((i & b->mask) << 4);
+        ot_table_insert(k, i);
+        ot_table_remove(k, NULL);
+    }
+    b->secs = now() - t0;
+    return NULL;
+}
+
+TEST(bench)
+{
+    const char *e = getenv("OT_TABLE_BENCH");
+    if (!e || strcmp(e, "1")) SKIP("set OT_TABLE_BENCH=1");
+    ot_table_reset_for_test();
+    const uint64_t pairs = 20000000 / SCALE;
+    static const struct {
+        const char *name;
+        uint64_t mask;
+    } kinds[] = {{"fresh keys", ~0ull}, {"4096 reused keys", 4095}};
+    for (int m = 0; m < 2; m++) {
+        bench_t b = {0x7f0000000000ull, pairs, kinds[m].mask, 0};
+        bench_pairs(&b);
+        printf("  1 thread,  %-16s: %5.1f ns per insert+remove\n", kinds[m].name, b.secs * 1e9 / (double)pairs);
+        ot_table_reset_for_test();
+        bench_t bb[2] = {{0x7f0000000000ull, pairs, kinds[m].mask, 0}, {0x7e0000000000ull, pairs, kinds[m].mask, 0}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, bench_pairs, &bb[i]);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        printf("  2 threads, %-16s: %5.1f ns per insert+remove in each thread\n", kinds[m].name,
+               (bb[0].secs + bb[1].secs) * 0.5e9 / (double)pairs);
+        ot_table_reset_for_test();
+    }
+    /* With 1M long-lived entries the table is 29 MiB: every probe misses the cache. */
+    for (uint64_t i = 1; i <= 1000000 / SCALE; i++) ot_table_insert(0x100000000000ull + (i << 5), i);
+    bench_t b = {0x7f8000000000ull, pairs / 4, ~0ull, 0};
+    bench_pairs(&b);
+    printf("  1 thread,  fresh keys, 1M live: %5.1f ns per insert+remove\n", b.secs * 1e9 / (double)b.pairs);
+    ot_table_reset_for_test();
+}
+
+TEST_MAIN(single_thread_semantics, address_space_limit, growth_to_10m_and_back, threads_stress,
+          walk_concurrent_with_writers, bench)
