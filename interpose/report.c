@@ -523,10 +523,12 @@ static void write_text(int fd)
         ot_buf_printf(&b, " in %llu blocks (peak ", (unsigned long long)R.device.count);
         ot_buf_bytes(&b, R.device.peak_bytes);
         ot_buf_puts(&b, ")");
+        const char *sep = " by kind:";
         for (unsigned k = 1; k < OT_KIND_COUNT; k++) {
             if (!R.by_kind[k].count) continue;
-            ot_buf_printf(&b, " %s ", ot_kind_name(k));
+            ot_buf_printf(&b, "%s %s ", sep, ot_kind_name(k));
             ot_buf_bytes(&b, R.by_kind[k].bytes);
+            sep = ",";
         }
     }
     ot_buf_putc(&b, '\n');

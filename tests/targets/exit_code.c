@@ -1,0 +1,19 @@
+/* e2e target (host_traps.sh, launcher.sh): prints one line on stdout, saying whether oomtrace is
+ * loaded, then exits with the status given, or aborts.
+ *   exit_code [STATUS|abort] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oomtrace.h"
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "0";
+    char *p = malloc(100);
+    printf("exit_code %s: oomtrace %s\n", what, oomtrace_available() ? "loaded" : "absent");
+    fflush(stdout);
+    free(p);
+    if (!strcmp(what, "abort")) abort();
+    return atoi(what);
+}

@@ -1,0 +1,50 @@
+/* e2e target (host_fork_exec.sh): the parent forks; the child caps its address space and makes a
+ * big malloc fail, so only the child writes a report. Prints both pids.
+ *   fork_oom */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long vm_size_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmSize:", 7)) kb = atol(line + 7);
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+static __attribute__((noinline)) void *child_big_alloc(size_t n)
+{
+    void *p = malloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+int main(void)
+{
+    printf("parent pid %d\n", (int)getpid());
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); return 1; }
+    if (pid == 0) {
+        long vm = vm_size_bytes();
+        if (vm < 0) { printf("child cannot read VmSize\n"); _exit(3); }
+        struct rlimit rl = {(rlim_t)vm + (64 << 20), (rlim_t)vm + (64 << 20)};
+        if (setrlimit(RLIMIT_AS, &rl)) { perror("setrlimit"); _exit(3); }
+        void *p = child_big_alloc((size_t)1 << 30);
+        printf("child pid %d malloc %s\n", (int)getpid(), p ? "succeeded" : "failed");
+        fflush(stdout);
+        exit(p ? 4 : 0);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid) { perror("waitpid"); return 1; }
+    printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
