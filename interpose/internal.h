@@ -87,6 +87,9 @@ void *ot_perm_alloc(size_t bytes);
  * so the table only has to be safe across different keys. Memory comes from mmap; it grows with the
  * number of live keys and gives memory back as they are removed. */
 bool ot_table_insert(uint64_t key, uint64_t val);        /* false only if out of memory */
+/* As insert; returns 1 inserted, 0 replaced a present key (its value in *old), -1 out of memory.
+ * A present key means a free we never saw (a library bound straight to libc's free). */
+int ot_table_insert_replace(uint64_t key, uint64_t val, uint64_t *old);
 bool ot_table_remove(uint64_t key, uint64_t *val_out);   /* false: key unknown */
 bool ot_table_lookup(uint64_t key, uint64_t *val_out);
 /* Replace the value of a present key (used by realloc-in-place). */
@@ -127,6 +130,7 @@ static inline uint32_t ot_unpack_site(uint64_t v) { return (uint32_t)(v >> (OT_S
 unsigned ot_stack_capture(uintptr_t *ips, unsigned max, unsigned skip);
 unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsigned skip);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
+void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by address */
 
 /* ------------------------------------------------------------------ symbolize.c
  * Address -> module, offset, function (demangled without malloc). Safe on failure paths: reads

@@ -9,10 +9,14 @@
 
 #include "internal.h"
 
+typedef struct {
+    _Atomic int64_t bytes, count;
+    _Atomic uint64_t total_bytes, total_count;
+} kind_counters_t; /* one kind's counters share a cache line: the hot path touches one line */
+
 typedef struct thread_counters {
     /* Written only by the owning thread (relaxed atomics so that readers summing them are not racy). */
-    _Atomic int64_t bytes[OT_KIND_COUNT], count[OT_KIND_COUNT];
-    _Atomic uint64_t total_bytes[OT_KIND_COUNT], total_count[OT_KIND_COUNT];
+    kind_counters_t k[OT_KIND_COUNT];
     int64_t unflushed;         /* host bytes not yet folded into the approximate global level */
     int64_t sample_left;       /* bytes until the next sampled small allocation */
     uint64_t rng;
@@ -186,6 +190,8 @@ static uint64_t big_take(uint64_t key, bool remove)
     return OT_SIZE_BIG;
 }
 
+static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out);
+
 OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
 {
     thread_counters_t *c = counters();
@@ -207,11 +213,19 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }
     if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
-    if (OT_UNLIKELY(!ot_table_insert(key, ot_pack(size, kind, site)))) return; /* out of memory: untracked */
-    bump(&c->bytes[kind], (int64_t)size);
-    bump(&c->count[kind], 1);
-    bumpu(&c->total_bytes[kind], size);
-    bumpu(&c->total_count[kind], 1);
+    uint64_t stale;
+    int ins = ot_table_insert_replace(key, ot_pack(size, kind, site), &stale);
+    if (OT_UNLIKELY(ins <= 0)) {
+        if (ins < 0) return; /* out of memory: untracked */
+        /* The address was still recorded: its free went past us (e.g. from a library opened with
+         * RTLD_DEEPBIND, bound straight to libc). It is certainly free now: account it so. */
+        account_free(key, stale, NULL, NULL);
+    }
+    kind_counters_t *kc = &c->k[kind];
+    bump(&kc->bytes, (int64_t)size);
+    bump(&kc->count, 1);
+    bumpu(&kc->total_bytes, size);
+    bumpu(&kc->total_count, 1);
     level_change(c, kind, (int64_t)size);
 }
 
@@ -223,8 +237,8 @@ static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigne
     if (OT_UNLIKELY(size == OT_SIZE_BIG)) size = big_take(key, true);
     thread_counters_t *c = counters();
     if (c) {
-        bump(&c->bytes[kind], -(int64_t)size);
-        bump(&c->count[kind], -1);
+        bump(&c->k[kind].bytes, -(int64_t)size);
+        bump(&c->k[kind].count, -1);
         level_change(c, kind, -(int64_t)size);
     }
     if (site) ot_sites_on_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
@@ -256,10 +270,10 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out)
     int64_t b = 0, n = 0;
     uint64_t tb = 0, tn = 0;
     for (thread_counters_t *t = atomic_load_explicit(&all_threads, memory_order_acquire); t; t = t->next) {
-        b += atomic_load_explicit(&t->bytes[kind], memory_order_relaxed);
-        n += atomic_load_explicit(&t->count[kind], memory_order_relaxed);
-        tb += atomic_load_explicit(&t->total_bytes[kind], memory_order_relaxed);
-        tn += atomic_load_explicit(&t->total_count[kind], memory_order_relaxed);
+        b += atomic_load_explicit(&t->k[kind].bytes, memory_order_relaxed);
+        n += atomic_load_explicit(&t->k[kind].count, memory_order_relaxed);
+        tb += atomic_load_explicit(&t->k[kind].total_bytes, memory_order_relaxed);
+        tn += atomic_load_explicit(&t->k[kind].total_count, memory_order_relaxed);
     }
     out->bytes = b > 0 ? (uint64_t)b : 0;
     out->count = n > 0 ? (uint64_t)n : 0;

@@ -129,3 +129,10 @@ void ot_stack_init(void)
     (void)stack_warm_leaf(3);
     done = 1;
 }
+
+void ot_stack_flush(void)
+{
+    /* After dlclose: libunwind's global cache is keyed by address, and new code may be mapped
+     * where the closed library was. */
+    unw_flush_cache(unw_local_addr_space, 0, 0);
+}

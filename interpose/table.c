@@ -26,10 +26,10 @@
  * owner removed after the move. EMPTY and TOMB slots of the old table become CLOSED_E / CLOSED_T so a
  * late insert cannot land behind the migration. The old table retires when every slot is final.
  *
- * Reclamation. A thread announces the epoch it entered with in its own word; a retired table is
- * unmapped once every announced epoch is newer than its retirement. Announcing is a plain store: the
- * reclaimer pays instead with membarrier(PRIVATE_EXPEDITED) (where the kernel lets us register;
- * otherwise the store and the reclaimer's loads are seq_cst). No thread ever waits for another.
+ * Reclamation. A thread announces the epoch it entered with in its own word (a seq_cst store; its
+ * cost hides behind the CAS every operation does anyway); a retired table is unmapped once every
+ * announced epoch is newer than its retirement. Nobody ever waits for that: the table stays in limbo
+ * and a later operation tries again.
  *
  * Counting. Each thread owns a record with its live delta (summed when asked: exact when quiescent)
  * and its epoch word; records live in mmap'd chunks (a dead thread's is adopted by a new one), the
@@ -54,9 +54,6 @@
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18
 #endif
-#define MB_QUERY 0
-#define MB_PRIVATE_EXPEDITED (1 << 3)
-#define MB_REGISTER_PRIVATE_EXPEDITED (1 << 4)
 
 /* ------------------------------------------------------------------ slot states */
 #define RSV 0xFFFF000000000000ull
@@ -134,12 +131,6 @@ static gen_t *g_spare; /* one reclaimed small table, kept for the next table of 
 static uint64_t g_epoch = 1;
 static uint64_t g_ids;
 static uint64_t g_mapped, g_slots, g_gens; /* for stats */
-#if defined(OT_SANITIZER)
-#define ASYM() 0 /* sanitizers do not model membarrier */
-#else
-static int g_asym;
-#define ASYM() __atomic_load_n(&g_asym, __ATOMIC_RELAXED)
-#endif
 
 /* ------------------------------------------------------------------ per-thread records */
 #define RECS 63
@@ -170,16 +161,6 @@ typedef struct {
     bool retired;       /* this thread retired a table: try to reclaim on the way out */
 } tstate_t;
 static OT_TLS tstate_t ts;
-
-static inline void counter_add(int64_t *c, int64_t d)
-{
-#if defined(__x86_64__) && !defined(OT_SANITIZER)
-    /* One unlocked instruction: atomic against our own signal handlers, and the only writer. */
-    __asm__ volatile("addq %1, %0" : "+m"(*c) : "er"(d));
-#else
-    __atomic_fetch_add(c, d, __ATOMIC_RELAXED);
-#endif
-}
 
 static void *map(size_t bytes)
 {
@@ -291,21 +272,8 @@ static void gen_free(gen_t *g, bool keep)
     errno = saved;
 }
 
-static void asym_init(void)
-{
-#if !defined(OT_SANITIZER)
-    int saved = errno;
-    long q = syscall(SYS_membarrier, MB_QUERY, 0, 0);
-    if (q > 0 && (q & MB_PRIVATE_EXPEDITED) && syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
-        __atomic_store_n(&g_asym, 1, __ATOMIC_RELEASE);
-    errno = saved;
-#endif
-}
-
-/* Before the first table is published, so whoever reaches a table also sees the final g_asym. */
 static OT_NOINLINE gen_t *create_root(void)
 {
-    asym_init();
     gen_t *g = gen_new(0), *exp = NULL;
     if (!g) return NULL;
     if (__atomic_compare_exchange_n(&g_root, &exp, g, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) return g;
@@ -358,29 +326,16 @@ static OT_NOINLINE void reclaim(void)
     }
     gen_t *list = __atomic_load_n(&g_limbo, __ATOMIC_RELAXED) ? __atomic_exchange_n(&g_limbo, NULL, __ATOMIC_ACQUIRE) : NULL;
     if (!nc && !list) return;
+    /* Seq_cst loads after the retirements we saw (Dekker against op_enter): a thread we read as
+     * 0 or newer either had not announced yet, and will then load the new root, or was outside. */
     uint64_t min = oldest_active();
-    bool any = false;
-    for (int i = 0; i < LIMBO && !any; i++) any = cand[i].p && cand[i].e < min;
-    for (gen_t *g = list; g && !any; g = g->limbo_next) any = g->retire_epoch < min;
-    /* That first look is final with seq_cst announcements; with plain ones it only rules out
-     * (a thread preempted inside an old epoch blocks everything), so membarrier's IPIs are paid
-     * only when something may be freed. */
-    if (any && ASYM()) {
-        int saved = errno;
-        if (syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0, 0) != 0 &&
-            (syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0 ||
-             syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0, 0) != 0))
-            any = false; /* not registered in this process (a fork child on some kernels) */
-        errno = saved;
-        min = oldest_active();
-    }
-    for (int i = 0; i < LIMBO && any; i++)
+    for (int i = 0; i < LIMBO; i++)
         if (cand[i].p && cand[i].e < min && cas16(&g_limbo_tab[i], cand[i].p, cand[i].e, 0, 0))
             limbo_free((gen_t *)(uintptr_t)cand[i].p);
     while (list) {
         gen_t *g = list;
         list = g->limbo_next;
-        if (any && g->retire_epoch < min) limbo_free(g);
+        if (g->retire_epoch < min) limbo_free(g);
         else limbo_push(g);
     }
 }
@@ -530,7 +485,7 @@ static OT_NOINLINE void start_migration(gen_t *g)
         if (!n) return;
         gen_t *exp = NULL;
         if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-            gen_free(n, true);
+            gen_free(n, true); /* another thread started it first; ours was never visible */
         return;
     }
 }
@@ -560,20 +515,14 @@ enum { OP_READ = 0, OP_HELP = 1, OP_CREATE = 2 };
 static inline bool op_enter(op_t *op, int mode)
 {
     if (OT_UNLIKELY(!ts.active) && !rec_register()) return false;
-    int asym = ASYM();
     op->set = false;
     /* A signal handler interrupting an operation reuses the outer announcement (older, so safe). */
     if (__atomic_load_n(ts.active, __ATOMIC_RELAXED) == 0) {
-        uint64_t e = __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
         op->set = true;
-        if (asym) {
-            __atomic_store_n(ts.active, e, __ATOMIC_RELAXED);
-            __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the reclaimer's membarrier orders it */
-        } else {
-            __atomic_store_n(ts.active, e, __ATOMIC_SEQ_CST);
-        }
+        __atomic_store_n(ts.active, __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE), __ATOMIC_SEQ_CST);
     }
-    gen_t *g = __atomic_load_n(&g_root, asym ? __ATOMIC_ACQUIRE : __ATOMIC_SEQ_CST);
+    /* Seq_cst after the announcement: either the reclaimer sees us, or we see its new root. */
+    gen_t *g = __atomic_load_n(&g_root, __ATOMIC_SEQ_CST);
     if (OT_UNLIKELY(!g) && (mode & OP_CREATE)) g = create_root();
     if (OT_LIKELY(g) && (mode & OP_HELP)) {
         gen_t *n = ld_next(g);
@@ -652,7 +601,7 @@ static bool has_fwd(const gen_t *g, uint64_t k)
 
 /* ------------------------------------------------------------------ operations */
 /* Returns 1 inserted, 0 replaced an existing entry, -1 out of memory. */
-static int insert_in(gen_t *g, uint64_t k, uint64_t v)
+static int insert_in(gen_t *g, uint64_t k, uint64_t v, uint64_t *old)
 {
     for (;;) {
         slot_t *s = slots(g);
@@ -680,7 +629,11 @@ static int insert_in(gen_t *g, uint64_t k, uint64_t v)
         if (st == F_LIVE) {
             /* A free we never saw: keep one entry. Only a migrator can change the slot under us
              * ((k, v') -> (FWD(j), k)); the retry then finds the FWD. */
-            if (cas16(&s[i], k, ldval(&s[i]), k, v)) return 0;
+            uint64_t prev = ldval(&s[i]);
+            if (cas16(&s[i], k, prev, k, v)) {
+                if (old) *old = prev;
+                return 0;
+            }
             continue;
         }
         if (st == F_FWD) {
@@ -708,15 +661,20 @@ static int insert_in(gen_t *g, uint64_t k, uint64_t v)
     }
 }
 
+int ot_table_insert_replace(uint64_t key, uint64_t val, uint64_t *old)
+{
+    if (OT_UNLIKELY(!is_key(key))) return -1;
+    op_t op;
+    if (!op_enter(&op, OP_HELP | OP_CREATE)) return -1;
+    int r = op.root ? insert_in(op.root, key, val, old) : -1;
+    if (r > 0) __atomic_fetch_add(ts.live, 1, __ATOMIC_RELAXED);
+    op_exit(&op);
+    return r;
+}
+
 bool ot_table_insert(uint64_t key, uint64_t val)
 {
-    if (OT_UNLIKELY(!is_key(key))) return false;
-    op_t op;
-    if (!op_enter(&op, OP_HELP | OP_CREATE)) return false;
-    int r = op.root ? insert_in(op.root, key, val) : -1;
-    if (r > 0) counter_add(ts.live, 1);
-    op_exit(&op);
-    return r >= 0;
+    return ot_table_insert_replace(key, val, NULL) >= 0;
 }
 
 static OT_NOINLINE void shrink_check(void)
@@ -752,7 +710,7 @@ static bool change(uint64_t k, uint64_t *out, const uint64_t *nv)
         g = r == F_FWD ? follow(g, i) : ld_next(g);
     }
     if (ok && !nv) {
-        counter_add(ts.live, -1);
+        __atomic_fetch_sub(ts.live, 1, __ATOMIC_RELAXED);
         if (OT_UNLIKELY(++ts.removes >= SHRINK_EVERY)) shrink_check();
     }
     op_exit(&op);

@@ -90,6 +90,12 @@ TEST(single_thread_semantics)
     EXPECT(ot_table_remove(0x1000, &v) && v == 13);
     EXPECT(!ot_table_remove(0x1000, &v));
     EXPECT(!ot_table_lookup(0x1000, &v));
+    uint64_t old = 0;
+    EXPECT(ot_table_insert_replace(0x2000, 21, &old) == 1);
+    EXPECT(ot_table_insert_replace(0x2000, 22, &old) == 0 && old == 21); /* the stale value is handed back */
+    EXPECT_EQ_U(stats().live, 1);
+    EXPECT(ot_table_remove(0x2000, &v) && v == 22);
+    EXPECT(ot_table_insert_replace(0, 1, &old) == -1);
     EXPECT_EQ_U(stats().live, 0);
 
     /* Reserved keys are refused, not stored. */
