@@ -30,6 +30,14 @@ run_one() {
 for t in "$B"/tests/unit/test_*; do [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"; done
 for t in "$B"/tests/asan/test_*; do [ -x "$t" ] && run_one "asan/$(basename "$t")" env ASAN_OPTIONS=detect_leaks=0 "$t"; done
 for t in "$B"/tests/tsan/test_*; do [ -x "$t" ] && run_one "tsan/$(basename "$t")" env TSAN_OPTIONS=halt_on_error=1 "$t"; done
+# memcheck on the core pieces whose tests do not depend on /proc/self/exe or interpose malloc.
+for t in test_fmt test_options test_sites test_stack; do
+    if command -v valgrind >/dev/null 2>&1; then
+        run_one "valgrind/$t" valgrind -q --suppressions=tests/valgrind.supp --error-exitcode=99 "$B/tests/unit/$t"
+    else
+        run_one "valgrind/$t" echo "SKIP $t: valgrind is not installed"
+    fi
+done
 for t in tests/e2e/*.sh; do [ "$(basename "$t")" = lib.sh ] && continue; run_one "e2e/$(basename "$t" .sh)" bash "$t"; done
 echo "full output: $log"
 echo "$passed passed, $failed failed, $skipped skipped"
