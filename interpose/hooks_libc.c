@@ -142,13 +142,13 @@ OT_EXPORT void free(void *p)
     if (OT_UNLIKELY(!p)) return;
     if (OT_UNLIKELY(in_pool(p))) return;
     if (OT_UNLIKELY(!ready())) return; /* cannot happen: only pool pointers exist before */
-    if (track()) {
-        /* Forget before the real free: afterwards another thread may be handed the same address. */
-        ot_in_hook++;
+    /* Forget before the real free: afterwards another thread may be handed the same address.
+     * Done even inside our own nested calls (e.g. a CUDA runtime freeing, during cudaMalloc, a
+     * block it allocated earlier): forgetting allocates nothing, and a miss is harmless. */
+    if (OT_LIKELY(ot_state.initialized == 2)) {
         int e = errno;
         ot_live_forget((uintptr_t)p, NULL, NULL);
         errno = e;
-        ot_in_hook--;
     }
     real.free(p);
 }
