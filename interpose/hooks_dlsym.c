@@ -140,7 +140,7 @@ static void *next_dlvsym(void *h, const char *name, const char *version)
 
 /* Non-zero for the names we wrap; also for every name while the real functions are unknown, so
  * that the trampoline never jumps through a NULL pointer. */
-__attribute__((visibility("hidden"))) int ot_dlsym_filter(const char *name)
+__attribute__((visibility("hidden"), used)) int ot_dlsym_filter(const char *name)
 {
     if (OT_UNLIKELY(atomic_load_explicit(&next_state, memory_order_acquire) != 2)) {
         resolve_next();

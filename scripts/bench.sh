@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# The benchmark suite (`make bench`): every workload without the preload, under oomtrace (default
+# settings and stacks=all) and under heaptrack, in paired repetitions; writes BENCHMARKS.md.
+# Never part of `make check`. Needs nothing but the build; installs heaptrack from Debian if it is
+# missing and we are root, otherwise marks the heaptrack columns n/a.
+#
+# usage: scripts/bench.sh [--quick] [--only NAME[,NAME...]] [--reps N] [--no-heaptrack]
+#                         [--no-callgrind] [--pin | --no-pin] [--out FILE]
+# Pinning (taskset -c 1 for single-threaded runs) is on by default only when the machine is idle.
+# Writes BENCHMARKS.md, or build/bench/BENCHMARKS-partial.md with --only (unless --out is given).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+B=build
+BB=$B/bench
+
+quick=0 only="" reps="" use_ht=1 use_cg=1 pin=auto out=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --quick) quick=1 ;;
+        --only) only=${2:-}; shift ;;
+        --only=*) only=${1#--only=} ;;
+        --reps) reps=${2:-}; shift ;;
+        --reps=*) reps=${1#--reps=} ;;
+        --no-heaptrack) use_ht=0 ;;
+        --no-callgrind) use_cg=0 ;;
+        --no-pin) pin=0 ;;
+        --pin) pin=1 ;;
+        --out) out=${2:-}; shift ;;
+        --out=*) out=${1#--out=} ;;
+        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ -n "$reps" ] || reps=$([ $quick = 1 ] && echo 3 || echo 7)
+case $reps in ''|*[!0-9]*|0) echo "bench: --reps wants a positive number" >&2; exit 2 ;; esac
+
+ALL_WORKLOADS="small_churn producer_consumer deep_large realloc_growth live_10m report_1m cc1 python3 cuda_path"
+if [ -n "$only" ]; then
+    for w in ${only//,/ }; do
+        case " $ALL_WORKLOADS " in *" $w "*) ;; *) echo "bench: unknown workload $w (known: $ALL_WORKLOADS)" >&2; exit 2 ;; esac
+    done
+fi
+# A partial run (--only) must not replace the full results unless asked to.
+[ -n "$out" ] || out=$([ -n "$only" ] && echo build/bench/BENCHMARKS-partial.md || echo BENCHMARKS.md)
+selected() { [ -z "$only" ] || case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+
+# Pinning to one CPU steadies the timings of a quiet machine, but on a busy one it only ties the
+# run to whichever CPU the other load happens to use: decide from the 1-minute load average.
+load1=$(cut -d' ' -f1 /proc/loadavg)
+if [ "$pin" = auto ]; then
+    if [ "$(nproc)" -ge 2 ] && awk -v l="$load1" 'BEGIN { exit !(l < 0.5) }'; then pin=1; else pin=0; fi
+    pin_reason="automatic: load average $load1 at the start"
+else
+    pin_reason="forced by the command line"
+fi
+[ "$(nproc)" -ge 2 ] || pin=0
+
+# ---------------------------------------------------------------- build
+make -s all >&2 || { say "the library does not build; nothing measured"; exit 1; }
+bins=()
+for s in tests/bench/*.c; do bins+=("$BB/$(basename "$s" .c)"); done
+make -s "${bins[@]}" >&2 || { say "the bench programs do not build"; exit 1; }
+RUN=$(mktemp -d /tmp/oomtrace-bench.XXXXXX)
+trap 'rm -rf "$RUN"' EXIT
+# Measure one fixed build: a copy of the library and launcher taken now (the launcher finds the
+# library beside itself), so that a rebuild in the tree during the run cannot mix versions.
+SNAP=$RUN/lib
+mkdir -p "$SNAP"
+cp "$B/liboomtrace.so" "$B/oomtrace" "$SNAP/" || { say "cannot copy the library"; exit 1; }
+LIB=$SNAP/liboomtrace.so
+LIB_SUM=$(sha256sum "$LIB" | cut -c1-16)
+RUNSTAT=$ROOT/$BB/runstat
+
+# ---------------------------------------------------------------- tools
+as_root() { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; }
+apt_install() {
+    say "installing $* from Debian"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1; }
+}
+ht_note=""
+if [ $use_ht = 1 ] && ! command -v heaptrack >/dev/null 2>&1; then
+    if as_root; then apt_install heaptrack; fi
+    if ! command -v heaptrack >/dev/null 2>&1; then
+        ht_note="heaptrack is not installed and could not be installed (needs root and apt-get: sudo apt-get install heaptrack); heaptrack columns are n/a"
+        say "$ht_note"
+        use_ht=0
+    fi
+elif [ $use_ht = 0 ]; then
+    ht_note="heaptrack skipped (--no-heaptrack)"
+fi
+HT_VERSION=$([ $use_ht = 1 ] && heaptrack --version 2>/dev/null | head -1 | sed 's/^heaptrack //')
+
+# Instruction counts: perf stat when the CPU counters are visible, else callgrind on small sizes.
+icount_tool=none icount_note=""
+if [ $use_cg = 1 ]; then
+    if perf stat -x, -e instructions true 2>&1 >/dev/null | grep -q '^[0-9]'; then
+        icount_tool=perf
+        icount_note="counted with perf stat -e instructions:u"
+    else
+        if ! command -v valgrind >/dev/null 2>&1 && as_root; then apt_install valgrind; fi
+        if command -v valgrind >/dev/null 2>&1; then
+            icount_tool=callgrind
+            icount_note="perf stat cannot read the instructions counter here (<not supported>, typical in VMs and containers); counted with valgrind --tool=callgrind on small sizes"
+        else
+            icount_note="no instruction counts: perf has no instructions counter here and valgrind is missing"
+        fi
+    fi
+else
+    icount_note="instruction counts skipped (--no-callgrind)"
+fi
+
+# ---------------------------------------------------------------- inputs for the real programs
+IN=$BB/inputs
+mkdir -p "$IN"
+CC1=$(gcc -print-prog-name=cc1 2>/dev/null)
+[ -x "$CC1" ] || CC1=""
+PY=/usr/bin/python3
+[ -x $PY ] || PY=$(command -v python3)
+GEN_PY=$(command -v python3)
+
+# A large generated translation unit: many functions with switches, loops and tables (self-contained,
+# no #include, so cc1 can compile it without the preprocessor driver).
+cat >"$IN/gen_big_c.py" <<'EOF'
+import sys
+n = int(sys.argv[1])
+w = print
+w("/* generated by scripts/bench.sh: a large translation unit for the cc1 workload */")
+w("typedef unsigned long u64;")
+w("struct rec { u64 a, b, c; int tag; char name[24]; struct rec *next; };")
+for i in range(n):
+    m = 8 + i % 24
+    w(f"static u64 tbl{i}[{m}] = {{" + ", ".join(str((i * 31 + j * 17) % 1000) for j in range(m)) + "};")
+    w(f"u64 fn{i}(struct rec *r, u64 x, int k) {{")
+    w(f"    u64 acc = {i}u;")
+    w("    for (int j = 0; j < k; j++) {")
+    w(f"        switch ((x + j) % {5 + i % 7}) {{")
+    for c in range(5 + i % 7):
+        w(f"        case {c}: acc += tbl{i}[(x + {c}) % {m}] * {c + 3} + (r ? r->a : {c}); x ^= acc << {c % 5}; break;")
+    w("        }")
+    w(f"        if (r && (acc & {1 + i % 15}) == 0) {{ r->b += acc; r = r->next; }}")
+    w("    }")
+    w("    return acc ^ x;")
+    w("}")
+w("u64 run_all(struct rec *r, u64 x) { u64 s = 0;")
+for i in range(0, n, max(1, n // 200)):
+    w(f"    s += fn{i}(r, x + {i}, 3);")
+w("    return s; }")
+EOF
+# An allocation-heavy Python script: dicts of long strings, JSON round trips, growing bytearrays,
+# sorting many strings.
+cat >"$IN/alloc_heavy.py" <<'EOF'
+import json, sys
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+acc = 0
+for r in range(rounds):
+    d = {}
+    for i in range(4000):
+        k = "key%d_%s" % (i, "x" * (i % 900))
+        d[k] = [i] * (i % 64)
+    s = json.dumps({k[:24]: len(v) for k, v in d.items()})
+    acc += len(json.loads(s))
+    b = bytearray()
+    for i in range(4000):
+        b += b"abcdefgh" * (i % 32)
+    acc += len(b)
+    words = [str(i * 7919) * (1 + i % 5) for i in range(40000)]
+    words.sort()
+    acc += len(words[-1]) + len("".join(words[:1000]))
+    t = tuple(range(r, r + 10000))
+    acc += sum({x: x for x in t}.values()) & 0xffff
+print("@checksum", acc)
+EOF
+cc1_funcs=$([ $quick = 1 ] && echo 60 || echo 200)
+"$GEN_PY" "$IN/gen_big_c.py" "$cc1_funcs" >"$IN/big.c" || { say "cannot generate the cc1 input"; CC1=""; }
+
+# The CUDA test doubles (tests/doubles/doubles.mk): a runtime that reaches a simulated driver
+# through cuGetProcAddress, as the real libcudart does.
+cuda_note="" CUDART="" CUDA_LIBDIR=""
+if [ -f tests/doubles/doubles.mk ]; then
+    make -s $B/doubles/libcuda.so.1 $B/doubles/libfakecudart.so >&2 2>/dev/null ||
+        say "building the CUDA doubles failed (make $B/doubles/libcuda.so.1 $B/doubles/libfakecudart.so)"
+fi
+for f in "$B"/doubles/libfakecudart.so "$B"/doubles/libcudart.so*; do [ -f "$f" ] && CUDART=$f && break; done
+CUDA_DRV=""
+[ -f $B/doubles/libcuda.so.1 ] && CUDA_DRV=$B/doubles/libcuda.so.1
+if [ -z "$CUDART" ] || [ -z "$CUDA_DRV" ]; then
+    cuda_note="skipped: the CUDA test doubles ($B/doubles/libcuda.so.1 and the runtime double, from tests/doubles/doubles.mk) are not built"
+else
+    CUDART=$ROOT/$CUDART
+    CUDA_LIBDIR=$ROOT/$B/doubles
+fi
+
+# ---------------------------------------------------------------- workloads
+# Each workload: size arguments (full / quick), whether it is single-threaded (pinned), how many
+# repetitions (live_10m and report_1m are long single measurements; fewer in quick mode).
+RES=$RUN/results.tsv
+: >"$RES"
+q() { [ $quick = 1 ] && echo "$2" || echo "$1"; }
+
+declare -A ARGS PROG SINGLE WREPS ENVS NOTE
+PROG[small_churn]=$BB/small_churn;             ARGS[small_churn]=$(q 10000000 4000000);    SINGLE[small_churn]=1
+PROG[producer_consumer]=$BB/producer_consumer; ARGS[producer_consumer]=$(q "4 2000000" "4 600000"); SINGLE[producer_consumer]=0
+PROG[deep_large]=$BB/deep_large;               ARGS[deep_large]=$(q 200000 100000);        SINGLE[deep_large]=1
+PROG[realloc_growth]=$BB/realloc_growth;       ARGS[realloc_growth]=$(q 5000000 2000000);  SINGLE[realloc_growth]=1
+PROG[live_10m]=$BB/live_10m;                   ARGS[live_10m]=10000000;                     SINGLE[live_10m]=1
+PROG[report_1m]=$BB/report_1m;                 ARGS[report_1m]="1000000 100000";            SINGLE[report_1m]=1
+PROG[cc1]=$CC1;                                ARGS[cc1]="-quiet -O2 $IN/big.c -o $RUN/big.s"; SINGLE[cc1]=1
+PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py $(q 150 30)"; SINGLE[python3]=1
+PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
+for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
+# live_10m is the longest workload and its memory figure hardly varies: fewer repetitions.
+if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -gt 3 ]; then WREPS[live_10m]=3; fi
+[ -z "$CC1" ] && NOTE[cc1]="skipped: gcc's cc1 not found (apt-get install gcc)"
+[ -n "$cuda_note" ] && NOTE[cuda_path]=$cuda_note
+[ -n "$CUDA_LIBDIR" ] && ENVS[cuda_path]="LD_LIBRARY_PATH=$CUDA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+VARIANTS=(none default all)
+[ $use_ht = 1 ] && VARIANTS+=(heaptrack)
+
+# The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
+command_for() { # workload variant -> prints the command line
+    local w=$1 v=$2 pinpfx="" otopts=""
+    [ $pin = 1 ] && [ "${SINGLE[$w]}" = 1 ] && [ "$v" != heaptrack ] && pinpfx="taskset -c 1 "
+    [ "$w" = report_1m ] && otopts="-o $RUN/report.%p.%n.json -l $RUN/report.%p.log "
+    local env=${ENVS[$w]:-}
+    [ -n "$env" ] && env="env $env "
+    case $v in
+        none) echo "$pinpfx$env${PROG[$w]} ${ARGS[$w]}" ;;
+        default) echo "$pinpfx$env$SNAP/oomtrace $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
+        all) echo "$pinpfx$env$SNAP/oomtrace --stacks=all $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
+        heaptrack) echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}" ;;
+    esac
+}
+
+run_one() { # workload variant rep
+    local w=$1 v=$2 r=$3 cmd outf=$RUN/out.$1.$2.$3 st=$RUN/stat.$1.$2.$3
+    cmd=$(command_for "$w" "$v")
+    # shellcheck disable=SC2086
+    (cd "$ROOT" && "$RUNSTAT" "$st" $cmd >"$outf" 2>"$outf.err")
+    rm -f "$RUN"/heaptrack.* "$RUN"/report.* "$RUN"/big.s
+    local stat metrics
+    stat=$(tail -1 "$st" 2>/dev/null)
+    [ -n "$stat" ] || stat="nan nan nan 0 255"
+    metrics=$(grep -ah '^@' "$outf" | sed 's/^@//; s/ /=/' | paste -sd, -)
+    printf '%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$r" "$(echo "$stat" | tr ' ' '\t')" "${metrics:--}" >>"$RES"
+    local rc=${stat##* }
+    if [ "$rc" != 0 ]; then
+        say "$w/$v rep $r exited with status $rc:"
+        tail -5 "$outf.err" | sed 's/^/    /' >&2
+    fi
+}
+
+CMDS=$RUN/commands.tsv
+SKIPS=$RUN/skips.tsv
+: >"$CMDS"; : >"$SKIPS"
+uptime_before=$(uptime)
+t_start=$(date +%s)
+for w in $ALL_WORKLOADS; do
+    selected "$w" || continue
+    if [ -n "${NOTE[$w]:-}" ]; then
+        printf '%s\t%s\n' "$w" "${NOTE[$w]}" >>"$SKIPS"
+        say "$w: ${NOTE[$w]}"
+        continue
+    fi
+    for v in "${VARIANTS[@]}"; do
+        printf '%s\t%s\t%s\n' "$w" "$v" "$(command_for "$w" "$v" | sed "s|$SNAP/|$B/|g; s|$RUN|/tmp/bench|g; s|$ROOT/||g")" >>"$CMDS"
+    done
+    say "$w: ${WREPS[$w]} paired repetitions of: ${VARIANTS[*]}"
+    nv=${#VARIANTS[@]}
+    for ((r = 1; r <= WREPS[$w]; r++)); do
+        # Rotate the order inside each repetition, so that no variant always runs first (cold caches)
+        # or right after the heaviest one.
+        for ((i = 0; i < nv; i++)); do run_one "$w" "${VARIANTS[(i + r - 1) % nv]}" "$r"; done
+    done
+done
+
+# ---------------------------------------------------------------- instruction counts
+# Marginal instructions per operation: each program is counted at N and 2N operations and the
+# difference divided by N, so start-up (ld.so, oomtrace's init) cancels out.
+ICOUNT=$RUN/icount.tsv
+: >"$ICOUNT"
+count_instructions() { # variant program args... -> prints the instruction count
+    local v=$1; shift
+    local env=() tmp=$RUN/cg.err
+    case $v in
+        default) env=(env LD_PRELOAD="$LIB") ;;
+        all) env=(env LD_PRELOAD="$LIB" OOMTRACE_OPTIONS=stacks=all) ;;
+    esac
+    if [ $icount_tool = perf ]; then
+        "${env[@]}" perf stat -x, -e instructions:u -o "$tmp" "$@" >/dev/null 2>&1
+        grep -m1 instructions "$tmp" | cut -d, -f1
+    else
+        "${env[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" >/dev/null 2>"$tmp"
+        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$tmp" | tail -1
+    fi
+}
+if [ $icount_tool != none ]; then
+    declare -A ICN
+    ICN[small_churn]=$(q 200000 50000); ICN[realloc_growth]=$(q 200000 50000); ICN[deep_large]=$(q 5000 1000)
+    ICN[producer_consumer]=$(q 50000 10000)
+    for w in small_churn realloc_growth deep_large producer_consumer; do
+        selected "$w" || continue
+        n=${ICN[$w]}
+        say "$w: instruction counts ($icount_tool) at $n and $((2 * n)) operations"
+        for v in none default all; do
+            if [ $w = producer_consumer ]; then a1="2 $n"; a2="2 $((2 * n))"; ops=$((2 * n)); else a1=$n; a2=$((2 * n)); ops=$n; fi
+            # shellcheck disable=SC2086
+            c1=$(count_instructions $v "$BB/$w" $a1)
+            # shellcheck disable=SC2086
+            c2=$(count_instructions $v "$BB/$w" $a2)
+            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$ops" "${c1:-nan}" "${c2:-nan}" "$(
+                case $v in none) echo "$BB/$w $a2" ;; default) echo "LD_PRELOAD=$B/liboomtrace.so $BB/$w $a2" ;;
+                    all) echo "LD_PRELOAD=$B/liboomtrace.so OOMTRACE_OPTIONS=stacks=all $BB/$w $a2" ;; esac)" >>"$ICOUNT"
+        done
+    done
+fi
+t_end=$(date +%s)
+uptime_after=$(uptime)
+
+# ---------------------------------------------------------------- report
+META=$RUN/meta.txt
+{
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "mode=$([ $quick = 1 ] && echo quick || echo full)"
+    echo "reps=$reps"
+    echo "only=$only"
+    echo "pin=$pin"
+    echo "pin_reason=$pin_reason"
+    echo "cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+    echo "ncpu=$(nproc)"
+    echo "mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+    echo "kernel=$(uname -r)"
+    # shellcheck disable=SC1091
+    echo "os=$( . /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+    echo "glibc=$(ldd --version 2>/dev/null | head -1 | sed 's/.* //')"
+    echo "gcc=$(gcc -dumpfullversion 2>/dev/null)"
+    echo "python=$($PY --version 2>&1)"
+    echo "heaptrack=${HT_VERSION:-n/a}"
+    echo "heaptrack_note=$ht_note"
+    echo "icount_tool=$icount_tool"
+    echo "icount_note=$icount_note"
+    echo "uptime_before=$uptime_before"
+    echo "uptime_after=$uptime_after"
+    echo "elapsed_s=$((t_end - t_start))"
+    echo "lib_sha256=$LIB_SUM"
+    echo "git=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "cc1_funcs=$cc1_funcs"
+} >"$META"
+# Raw data of the last run, so the report can be regenerated (python3 scripts/bench_report.py
+# --results build/bench/last-results.tsv --commands build/bench/last-commands.tsv ...).
+for f in results commands skips icount; do cp "$RUN/$f.tsv" "$BB/last-$f.tsv"; done
+cp "$META" "$BB/last-meta.txt"
+"$GEN_PY" scripts/bench_report.py --results "$RES" --commands "$CMDS" --skips "$SKIPS" --icount "$ICOUNT" \
+    --meta "$META" --out "$out" || { say "bench_report.py failed; raw results kept in $BB/last-results.tsv"; exit 1; }
+say "wrote $out ($((t_end - t_start)) s)"

@@ -1,0 +1,14 @@
+# Benchmark workloads (make bench, scripts/bench.sh): built into build/bench/ with -O2 -g, never part
+# of `make check`. Included by the top Makefile through -include $(wildcard tests/*/*.mk).
+BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
+# report_1m relies on 16 look-alike functions keeping distinct addresses: no identical-code folding.
+BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -fno-ipa-icf
+
+$(B)/bench/%: tests/bench/%.c include/oomtrace.h | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) $< -o $@ -lpthread -ldl
+
+bench-bins: $(BENCH_BINS)
+
+.PHONY: bench-bins
