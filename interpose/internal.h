@@ -219,6 +219,9 @@ void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
 bool ot_live_lookup(uint64_t key, uint64_t *size, unsigned *kind);
+/* Visits every recorded block (per-thread nurseries and the shared table); values are packed as in
+ * the table. Signal-safe, no malloc; for leak checks and snapshots. */
+void ot_live_walk(ot_table_visit_fn fn, void *ctx);
 /* realloc: the old record is taken out of the table before the real call (so that no other thread
  * can be handed the same address while it is still recorded), then either put back unchanged (the
  * call failed: the old block stays valid and tracked) or released (its bytes leave the totals). */

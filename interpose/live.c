@@ -1,6 +1,19 @@
-/* Live allocations: exact per-kind totals (per-thread counters, summed on demand), the live table
- * entry of every block, and the stack policy (always above stack_min_bytes, byte-sampled below).
- * This is the malloc/free fast path: no locks, no shared counters touched per call. */
+/* Live allocations: exact per-kind totals (per-thread counters, summed on demand), where each live
+ * block is recorded, and the stack policy (always above stack_min_bytes, byte-sampled below).
+ * This is the malloc/free fast path: no locks, no shared counters touched per call.
+ *
+ * Where a host block is recorded: in its allocating thread's nursery when the nursery has room,
+ * else in the shared lock-free table (table.c). The nursery is a small 2-way set-associative array
+ * owned by one thread; a record never moves once written, so a free finds it in one of three
+ * places: its own nursery, the table, or another thread's nursery. No CAS is needed anywhere:
+ *  - only the owner fills a slot, and only while its key is 0;
+ *  - only the thread freeing block k clears the slot holding k (two threads freeing k at once
+ *    would be a double free), after reading the value; the owner refills it only once it reads 0;
+ *  - a free happens after the malloc returned (program order), so the release store of the key
+ *    is visible to whichever thread frees it.
+ * Same-thread malloc/free pairs thus cost a few plain loads and stores instead of two atomic
+ * read-modify-writes on the shared table. A free of a block that another thread allocated checks
+ * the table, then the nursery that the owner hint names, then every nursery. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,8 +34,34 @@ typedef struct thread_counters {
     int64_t sample_left;       /* bytes until the next sampled small allocation */
     uint64_t rng;
     _Atomic int in_use;
+    struct nursery *nursery;
+    uint32_t nid;
     struct thread_counters *next;
 } thread_counters_t;
+
+#define NURSERY_SETS 1024 /* x 2 ways x 16 bytes = 32 KiB per thread */
+#define MAX_NURSERIES 4096
+typedef struct nursery {
+    struct {
+        _Atomic uint64_t key, val;
+    } slot[NURSERY_SETS][2];
+} nursery_t;
+static _Atomic(nursery_t *) nurseries[MAX_NURSERIES]; /* set once per id, after the id is taken */
+static _Atomic uint32_t n_nurseries;
+/* Which nursery last recorded a block of this hash: where a cross-thread free looks first. */
+#define HINT_BITS 16
+#define HINT_MIN_THREADS 8
+static _Atomic uint16_t owner_hint[1u << HINT_BITS];
+
+static inline unsigned nursery_set(uint64_t k)
+{
+    return (unsigned)(((k >> 4) ^ (k >> 14) ^ (k >> 27)) & (NURSERY_SETS - 1));
+}
+
+static inline unsigned hint_index(uint64_t k)
+{
+    return (unsigned)(((k >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - HINT_BITS));
+}
 
 static _Atomic(thread_counters_t *) all_threads;
 static OT_TLS thread_counters_t *my_counters;
@@ -97,6 +136,24 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
         c = ot_perm_alloc(sizeof *c);
         if (!c) return NULL;
         atomic_store_explicit(&c->in_use, 1, memory_order_relaxed);
+        /* A nursery of its own (none when out of ids or memory: the table takes everything). */
+        uint32_t id = atomic_load_explicit(&n_nurseries, memory_order_relaxed);
+        nursery_t *n = id < MAX_NURSERIES ? ot_mmap(sizeof(nursery_t)) : NULL;
+        if (n) {
+            for (;;) {
+                if (id >= MAX_NURSERIES) {
+                    ot_munmap(n, sizeof(nursery_t));
+                    n = NULL;
+                    break;
+                }
+                if (atomic_compare_exchange_weak(&n_nurseries, &id, id + 1)) break;
+            }
+        }
+        if (n) {
+            atomic_store_explicit(&nurseries[id], n, memory_order_release);
+            c->nursery = n;
+            c->nid = id;
+        }
         c->next = atomic_load_explicit(&all_threads, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(&all_threads, &c->next, c, memory_order_release,
                                                       memory_order_relaxed)) {
@@ -192,6 +249,85 @@ static uint64_t big_take(uint64_t key, bool remove)
 
 static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out);
 
+/* Records (key, val) in this thread's nursery if its set has a free way. A way that still holds the
+ * same key is a block whose free went past us (RTLD_DEEPBIND): it is counted as freed and reused. */
+static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
+{
+    unsigned set = nursery_set(key);
+    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[set];
+    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
+    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+    int way;
+    if (OT_UNLIKELY(k0 == key || k1 == key)) {
+        way = k0 == key ? 0 : 1;
+        account_free(key, atomic_load_explicit(&w[way].val, memory_order_relaxed), NULL, NULL);
+    } else if (k0 == 0) {
+        way = 0;
+    } else if (k1 == 0) {
+        way = 1;
+    } else {
+        return false;
+    }
+    atomic_store_explicit(&w[way].val, val, memory_order_relaxed);
+    atomic_store_explicit(&w[way].key, key, memory_order_release);
+    /* With a few threads a cross-thread free simply looks at every nursery; the hint (a store to
+     * a random line of a shared array) only pays for itself with many. */
+    if (OT_UNLIKELY(atomic_load_explicit(&n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
+        atomic_store_explicit(&owner_hint[hint_index(key)], (uint16_t)c->nid, memory_order_relaxed);
+    return true;
+}
+
+/* Takes key out of nursery n if it is there. */
+static inline bool nursery_take(nursery_t *n, uint64_t key, uint64_t *val)
+{
+    __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
+    for (int way = 0; way < 2; way++) {
+        if (atomic_load_explicit(&w[way].key, memory_order_acquire) == key) {
+            *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
+            atomic_store_explicit(&w[way].key, 0, memory_order_release);
+            return true;
+        }
+    }
+    return false;
+}
+
+static inline bool nursery_find(nursery_t *n, uint64_t key, uint64_t *val)
+{
+    __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
+    for (int way = 0; way < 2; way++) {
+        if (atomic_load_explicit(&w[way].key, memory_order_acquire) == key) {
+            *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
+ * removes it. */
+static bool locate(uint64_t key, uint64_t *val, bool take)
+{
+    thread_counters_t *c = my_counters;
+    nursery_t *own = c ? c->nursery : NULL;
+    if (own && (take ? nursery_take(own, key, val) : nursery_find(own, key, val))) return true;
+    if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) return true;
+    uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
+    if (count <= (own ? 1u : 0u)) return false;
+    nursery_t *h = NULL;
+    if (count > HINT_MIN_THREADS) {
+        uint32_t hint = atomic_load_explicit(&owner_hint[hint_index(key)], memory_order_relaxed);
+        h = hint < count ? atomic_load_explicit(&nurseries[hint], memory_order_acquire) : NULL;
+    }
+    if (h && h != own && (take ? nursery_take(h, key, val) : nursery_find(h, key, val))) return true;
+    for (uint32_t i = 0; i < count; i++) {
+        nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
+        if (!n || n == own || n == h) continue;
+        if (take ? nursery_take(n, key, val) : nursery_find(n, key, val)) return true;
+    }
+    return false;
+}
+
+
 OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
 {
     thread_counters_t *c = counters();
@@ -213,14 +349,17 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }
     if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
+    uint64_t val = ot_pack(size, kind, site);
+    if (kind == OT_KIND_HOST && c->nursery && nursery_put(c, key, val)) goto counted;
     uint64_t stale;
-    int ins = ot_table_insert_replace(key, ot_pack(size, kind, site), &stale);
+    int ins = ot_table_insert_replace(key, val, &stale);
     if (OT_UNLIKELY(ins <= 0)) {
         if (ins < 0) return; /* out of memory: untracked */
         /* The address was still recorded: its free went past us (e.g. from a library opened with
          * RTLD_DEEPBIND, bound straight to libc). It is certainly free now: account it so. */
         account_free(key, stale, NULL, NULL);
     }
+counted:;
     kind_counters_t *kc = &c->k[kind];
     bump(&kc->bytes, (int64_t)size);
     bump(&kc->count, 1);
@@ -249,7 +388,7 @@ static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigne
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind)
 {
     uint64_t val;
-    if (!ot_table_remove(key, &val)) return false;
+    if (!locate(key, &val, true)) return false;
     account_free(key, val, size, kind);
     return true;
 }
@@ -257,7 +396,7 @@ bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind)
 bool ot_live_lookup(uint64_t key, uint64_t *size, unsigned *kind)
 {
     uint64_t val;
-    if (!ot_table_lookup(key, &val)) return false;
+    if (!locate(key, &val, false)) return false;
     uint64_t s = ot_unpack_size(val);
     if (s == OT_SIZE_BIG) s = big_take(key, false);
     if (size) *size = s;
@@ -306,7 +445,7 @@ const char *ot_kind_name(unsigned kind)
 
 bool ot_live_take(uint64_t key, uint64_t *val)
 {
-    return ot_table_remove(key, val);
+    return locate(key, val, true);
 }
 
 void ot_live_put_back(uint64_t key, uint64_t val)
@@ -317,4 +456,21 @@ void ot_live_put_back(uint64_t key, uint64_t val)
 void ot_live_release(uint64_t key, uint64_t val)
 {
     account_free(key, val, NULL, NULL);
+}
+
+void ot_live_walk(ot_table_visit_fn fn, void *ctx)
+{
+    /* Nurseries first, then the table: a record never moves, so each block is visited once
+     * (blocks allocated or freed during the walk may or may not be seen). No malloc, no locks. */
+    uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
+    for (uint32_t i = 0; i < count; i++) {
+        nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
+        if (!n) continue;
+        for (unsigned set = 0; set < NURSERY_SETS; set++)
+            for (int way = 0; way < 2; way++) {
+                uint64_t k = atomic_load_explicit(&n->slot[set][way].key, memory_order_acquire);
+                if (k) fn(k, atomic_load_explicit(&n->slot[set][way].val, memory_order_relaxed), ctx);
+            }
+    }
+    ot_table_walk(fn, ctx);
 }

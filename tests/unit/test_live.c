@@ -1,0 +1,171 @@
+/* live.c: exact totals and finding every record, wherever it is (own nursery, another thread's
+ * nursery, the shared table), with blocks handed between threads. Also runs under TSan. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "harness.h"
+#include "internal.h"
+
+#ifdef OT_SANITIZER
+#define N_PER_THREAD 20000
+#else
+#define N_PER_THREAD 200000
+#endif
+#define THREADS 4
+
+static uint64_t key_of(int t, long i) { return ((uint64_t)(t + 1) << 36) | ((uint64_t)i << 4); }
+
+static void totals(ot_totals_t *t) { ot_live_totals_kind(OT_KIND_HOST, t); }
+
+static void setup(void)
+{
+    ot_options_defaults(&ot_opt);
+    ot_opt.stacks = OT_STACKS_NONE; /* records only: stacks are tested elsewhere */
+}
+
+TEST(single_thread_exact)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    for (long i = 1; i <= 50000; i++) ot_live_record(key_of(0, i), (uint64_t)i % 100 + 1, OT_KIND_HOST, -1);
+    totals(&b);
+    EXPECT_EQ_U(b.count - a.count, 50000);
+    uint64_t size;
+    unsigned kind;
+    EXPECT(ot_live_lookup(key_of(0, 77), &size, &kind) && size == 78 && kind == OT_KIND_HOST);
+    for (long i = 1; i <= 50000; i++) {
+        if (!ot_live_forget(key_of(0, i), &size, NULL) || size != (uint64_t)i % 100 + 1) {
+            EXPECT(!"forget found the record with its size");
+            return;
+        }
+    }
+    EXPECT(!ot_live_forget(key_of(0, 1), NULL, NULL));
+    EXPECT(!ot_live_lookup(key_of(0, 1), NULL, NULL));
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+}
+
+TEST(stale_record_is_replaced)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    ot_live_record(0xabc0, 100, OT_KIND_HOST, -1);
+    ot_live_record(0xabc0, 300, OT_KIND_HOST, -1); /* its free went past us */
+    totals(&b);
+    EXPECT_EQ_U(b.count - a.count, 1);
+    EXPECT_EQ_U(b.bytes - a.bytes, 300);
+    uint64_t size;
+    EXPECT(ot_live_forget(0xabc0, &size, NULL) && size == 300);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+}
+
+TEST(take_and_put_back)
+{
+    setup();
+    ot_live_record(0xdef0, 64, OT_KIND_HOST, -1);
+    uint64_t v;
+    ASSERT(ot_live_take(0xdef0, &v));
+    EXPECT(!ot_live_lookup(0xdef0, NULL, NULL));
+    ot_live_put_back(0xdef0, v);
+    uint64_t size;
+    EXPECT(ot_live_lookup(0xdef0, &size, NULL) && size == 64);
+    ASSERT(ot_live_take(0xdef0, &v));
+    ot_live_release(0xdef0, v);
+    EXPECT(!ot_live_lookup(0xdef0, NULL, NULL));
+}
+
+/* Each thread records its blocks and hands every other one to the next thread through a mailbox;
+ * the receiver frees it. At the end every forget must have found its record. */
+static _Atomic uint64_t mailbox[THREADS][1024];
+static _Atomic long misses, handed;
+
+static void *worker(void *arg)
+{
+    int t = (int)(long)arg, next = (t + 1) % THREADS;
+    unsigned mpos = 0, rpos = 0;
+    for (long i = 1; i <= N_PER_THREAD; i++) {
+        uint64_t k = key_of(t, i);
+        ot_live_record(k, 16 + (uint64_t)(i & 63), OT_KIND_HOST, -1);
+        if (i & 1) {
+            if (!ot_live_forget(k, NULL, NULL)) atomic_fetch_add(&misses, 1);
+        } else {
+            /* hand over; if the slot is still full, free it ourselves */
+            uint64_t expected = 0;
+            if (atomic_compare_exchange_strong(&mailbox[next][mpos], &expected, k)) atomic_fetch_add(&handed, 1);
+            else if (!ot_live_forget(k, NULL, NULL)) atomic_fetch_add(&misses, 1);
+            mpos = (mpos + 1) & 1023;
+        }
+        uint64_t got = atomic_exchange(&mailbox[t][rpos], 0);
+        if (got && !ot_live_forget(got, NULL, NULL)) atomic_fetch_add(&misses, 1);
+        rpos = (rpos + 1) & 1023;
+    }
+    return NULL;
+}
+
+TEST(cross_thread_frees_exact)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void *)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    /* drain what is left in the mailboxes, from this (main) thread */
+    for (int t = 0; t < THREADS; t++)
+        for (int i = 0; i < 1024; i++) {
+            uint64_t got = atomic_exchange(&mailbox[t][i], 0);
+            if (got && !ot_live_forget(got, NULL, NULL)) atomic_fetch_add(&misses, 1);
+        }
+    EXPECT_EQ_U(atomic_load(&misses), 0);
+    EXPECT(atomic_load(&handed) > 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+    printf("  %ld blocks handed between threads\n", atomic_load(&handed));
+}
+
+/* Blocks recorded by threads that have exited are still found (their nurseries outlive them). */
+static void *recorder(void *arg)
+{
+    for (long i = 1; i <= 1000; i++) ot_live_record(key_of(8, i), 8, OT_KIND_HOST, -1);
+    return arg;
+}
+
+TEST(records_of_exited_threads)
+{
+    setup();
+    pthread_t th;
+    pthread_create(&th, NULL, recorder, NULL);
+    pthread_join(th, NULL);
+    long found = 0;
+    for (long i = 1; i <= 1000; i++) found += ot_live_forget(key_of(8, i), NULL, NULL);
+    EXPECT_EQ_U(found, 1000);
+}
+
+static void count_visit(uint64_t key, uint64_t val, void *ctx)
+{
+    uint64_t *acc = ctx;
+    if ((key >> 36) == 9) acc[0]++, acc[1] += ot_unpack_size(val);
+}
+
+TEST(walk_sees_nursery_and_table)
+{
+    setup();
+    /* more than the nursery's two ways per set can hold, so some land in the table */
+    for (long i = 1; i <= 5000; i++) ot_live_record(key_of(8, i) | (9ull << 36), 10, OT_KIND_HOST, -1);
+    uint64_t acc[2] = {0, 0};
+    ot_live_walk(count_visit, acc);
+    EXPECT_EQ_U(acc[0], 5000);
+    EXPECT_EQ_U(acc[1], 50000);
+    for (long i = 1; i <= 5000; i++) ot_live_forget(key_of(8, i) | (9ull << 36), NULL, NULL);
+    acc[0] = acc[1] = 0;
+    ot_live_walk(count_visit, acc);
+    EXPECT_EQ_U(acc[0], 0);
+}
+
+TEST_MAIN(single_thread_exact, walk_sees_nursery_and_table, stale_record_is_replaced, take_and_put_back, cross_thread_frees_exact,
+          records_of_exited_threads)
