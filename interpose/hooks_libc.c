@@ -118,22 +118,20 @@ static OT_NOINLINE void fail(const char *api, uint64_t size, uint64_t count, uin
     ot_report_failure(&f);
 }
 
+/* ot_live_record keeps errno and holds the recursion guard itself on its slow paths (stack
+ * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
-    int e = errno;
     ot_live_record((uintptr_t)p, n, OT_KIND_HOST, -1);
-    errno = e;
 }
 
 OT_EXPORT void *malloc(size_t n)
 {
     if (OT_UNLIKELY(!ready())) return pool_alloc(n, 16);
     if (!track()) return real.malloc(n);
-    ot_in_hook++;
     void *p = real.malloc(n);
     if (OT_LIKELY(p != NULL)) record(p, n);
     else fail("malloc", n, 0, 0, errno);
-    ot_in_hook--;
     return p;
 }
 
@@ -145,11 +143,7 @@ OT_EXPORT void free(void *p)
     /* Forget before the real free: afterwards another thread may be handed the same address.
      * Done even inside our own nested calls (e.g. a CUDA runtime freeing, during cudaMalloc, a
      * block it allocated earlier): forgetting allocates nothing, and a miss is harmless. */
-    if (OT_LIKELY(ot_state.initialized == 2)) {
-        int e = errno;
-        ot_live_forget((uintptr_t)p, NULL, NULL);
-        errno = e;
-    }
+    if (OT_LIKELY(ot_state.initialized == 2)) ot_live_forget((uintptr_t)p, NULL, NULL); /* keeps errno */
     real.free(p);
 }
 
@@ -160,12 +154,10 @@ OT_EXPORT void *calloc(size_t nmemb, size_t size)
         return pool_alloc(nmemb * size, 16); /* static memory is already zero */
     }
     if (!track()) return real.calloc(nmemb, size);
-    ot_in_hook++;
     void *p = real.calloc(nmemb, size);
     if (OT_LIKELY(p != NULL)) record(p, nmemb * size);
     else if (size && nmemb > SIZE_MAX / size) fail("calloc", UINT64_MAX, nmemb, 0, errno);
     else fail("calloc", (uint64_t)nmemb * size, nmemb, 0, errno);
-    ot_in_hook--;
     return p;
 }
 

@@ -14,6 +14,7 @@
  * Same-thread malloc/free pairs thus cost a few plain loads and stores instead of two atomic
  * read-modify-writes on the shared table. A free of a block that another thread allocated checks
  * the table, then the nursery that the owner hint names, then every nursery. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -169,10 +170,20 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
     return c;
 }
 
+static OT_NOINLINE thread_counters_t *counters_first_time(void)
+{
+    int e = errno;
+    ot_in_hook++; /* pthread_setspecific and friends must not come back here */
+    thread_counters_t *c = counters_slow();
+    ot_in_hook--;
+    errno = e;
+    return c;
+}
+
 static inline thread_counters_t *counters(void)
 {
     thread_counters_t *c = my_counters;
-    return OT_LIKELY(c != NULL) ? c : counters_slow();
+    return OT_LIKELY(c != NULL) ? c : counters_first_time();
 }
 
 static inline void bump(_Atomic int64_t *v, int64_t d)
@@ -194,7 +205,7 @@ static void raise_peak(int cls, int64_t level)
     }
 }
 
-static void level_change(thread_counters_t *c, unsigned kind, int64_t delta)
+static inline __attribute__((always_inline)) void level_change(thread_counters_t *c, unsigned kind, int64_t delta)
 {
     int cls = ot_kind_is_device(kind);
     if (cls == 0) {
@@ -247,7 +258,7 @@ static uint64_t big_take(uint64_t key, bool remove)
     return OT_SIZE_BIG;
 }
 
-static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out);
+static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out);
 
 /* Records (key, val) in this thread's nursery if its set has a free way. A way that still holds the
  * same key is a block whose free went past us (RTLD_DEEPBIND): it is counted as freed and reused. */
@@ -305,11 +316,28 @@ static inline bool nursery_find(nursery_t *n, uint64_t key, uint64_t *val)
 
 /* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
  * removes it. */
-static bool locate(uint64_t key, uint64_t *val, bool take)
+static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take, nursery_t *own);
+
+static inline __attribute__((always_inline)) bool locate(uint64_t key, uint64_t *val, bool take)
 {
     thread_counters_t *c = my_counters;
     nursery_t *own = c ? c->nursery : NULL;
     if (own && (take ? nursery_take(own, key, val) : nursery_find(own, key, val))) return true;
+    return locate_elsewhere(key, val, take, own);
+}
+
+static bool locate_elsewhere_inner(uint64_t key, uint64_t *val, bool take, nursery_t *own);
+
+static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take, nursery_t *own)
+{
+    int e = errno; /* the table may unmap memory */
+    bool found = locate_elsewhere_inner(key, val, take, own);
+    errno = e;
+    return found;
+}
+
+static bool locate_elsewhere_inner(uint64_t key, uint64_t *val, bool take, nursery_t *own)
+{
     if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) return true;
     uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
     if (count <= (own ? 1u : 0u)) return false;
@@ -343,16 +371,23 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
         }
     }
     if (OT_UNLIKELY(take)) {
+        /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
+        int e = errno;
+        ot_in_hook++;
         uintptr_t ips[OT_MAX_FRAMES];
         unsigned depth = ot_opt.stacks == OT_STACKS_NONE ? 0 : ot_stack_capture(ips, ot_opt.stack_depth, 2);
         site = ot_sites_intern(ips, depth, kind, device);
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
+        ot_in_hook--;
+        errno = e;
     }
     if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
     uint64_t val = ot_pack(size, kind, site);
     if (kind == OT_KIND_HOST && c->nursery && nursery_put(c, key, val)) goto counted;
     uint64_t stale;
+    int e = errno; /* the table may map memory */
     int ins = ot_table_insert_replace(key, val, &stale);
+    errno = e;
     if (OT_UNLIKELY(ins <= 0)) {
         if (ins < 0) return; /* out of memory: untracked */
         /* The address was still recorded: its free went past us (e.g. from a library opened with
@@ -368,7 +403,7 @@ counted:;
     level_change(c, kind, (int64_t)size);
 }
 
-static void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
+static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
 {
     uint64_t size = ot_unpack_size(val);
     unsigned kind = ot_unpack_kind(val);
