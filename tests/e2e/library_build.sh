@@ -12,3 +12,12 @@ case "$needed" in *cuda*|*nvidia*|*stdc++*) fail no_heavy_dependencies "$needed"
 for v in GLIBC_2.2.5 GLIBC_2.34; do
     if nm -D --defined-only "$OT_LIB" | grep -q "dlsym@@*$v"; then pass "dlsym_exported_as_$v"; else fail "dlsym_exported_as_$v" "missing"; fi
 done
+# make install PREFIX=...: the installed launcher finds the installed library through ../lib.
+inst="$OT_TMP/prefix"
+if make -s -C "$OT_ROOT" install PREFIX="$inst" >/dev/null 2>&1 && [ -x "$inst/bin/oomtrace" ] &&
+    [ -f "$inst/lib/liboomtrace.so" ] && [ -f "$inst/include/oomtrace.h" ]; then
+    out=$(cd "$OT_TMP" && "$inst/bin/oomtrace" -l none -o none -- "$OT_BUILD/examples/api_snapshot")
+    case "$out" in "oomtrace "*" live host blocks"*) pass install_prefix_works;; *) fail install_prefix_works "$out";; esac
+else
+    fail install_prefix_works "make install PREFIX=$inst did not install the three files"
+fi
