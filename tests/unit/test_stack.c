@@ -11,33 +11,7 @@
 /* ------------------------------------------------------------------ malloc counter
  * The test binary's malloc interposes everyone's; while a thread's flag is set, calls count.
  * Not under sanitizers, which own malloc. */
-#ifndef OT_SANITIZER
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-static __thread int count_mallocs;
-static int mallocs_seen;
-void *malloc(size_t n)
-{
-    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t m)
-{
-    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
-    return __libc_calloc(n, m);
-}
-void *realloc(void *p, size_t n)
-{
-    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
-    return __libc_realloc(p, n);
-}
-void free(void *p) { __libc_free(p); }
-#define HAVE_MALLOC_COUNTER 1
-#else
-#define HAVE_MALLOC_COUNTER 0
-#endif
+#include "malloc_counter.h"
 
 /* ------------------------------------------------------------------ a known call chain */
 typedef unsigned (*capture_fn)(uintptr_t *, unsigned, unsigned);

@@ -20,30 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef OT_SANITIZER
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-static __thread int count_mallocs;
-static int mallocs_seen;
-void *malloc(size_t n)
-{
-    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t m)
-{
-    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
-    return __libc_calloc(n, m);
-}
-void *realloc(void *p, size_t n)
-{
-    if (count_mallocs) __atomic_add_fetch(&mallocs_seen, 1, __ATOMIC_RELAXED);
-    return __libc_realloc(p, n);
-}
-void free(void *p) { __libc_free(p); }
-#endif
+#include "malloc_counter.h"
 
 /* ------------------------------------------------------------------ targets in this binary */
 static OT_NOINLINE int sym_target(int x)
