@@ -84,9 +84,17 @@ static struct {
     _Atomic uint64_t size;
 } big[BIG_SLOTS];
 
+/* Set on a thread once its block is released: later destructors (and glibc's own clean-up) may
+ * still malloc and free on it, and must not touch a block a new thread may own by then. */
+static OT_TLS bool thread_gone;
+/* Frees made by such threads are counted here, with atomic adds (several may be exiting at once). */
+static kind_counters_t gone_counters[OT_KIND_COUNT];
+
 static void counters_release(void *p)
 {
     thread_counters_t *c = p;
+    thread_gone = true;
+    my_counters = NULL;
     /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
 }
@@ -180,10 +188,12 @@ static OT_NOINLINE thread_counters_t *counters_first_time(void)
     return c;
 }
 
+/* NULL on a thread that has released its block: its late allocations are not recorded. */
 static inline thread_counters_t *counters(void)
 {
     thread_counters_t *c = my_counters;
-    return OT_LIKELY(c != NULL) ? c : counters_first_time();
+    if (OT_LIKELY(c != NULL)) return c;
+    return thread_gone ? NULL : counters_first_time();
 }
 
 static inline void bump(_Atomic int64_t *v, int64_t d)
@@ -410,10 +420,13 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     uint32_t site = ot_unpack_site(val);
     if (OT_UNLIKELY(size == OT_SIZE_BIG)) size = big_take(key, true);
     thread_counters_t *c = counters();
-    if (c) {
+    if (OT_LIKELY(c != NULL)) {
         bump(&c->k[kind].bytes, -(int64_t)size);
         bump(&c->k[kind].count, -1);
         level_change(c, kind, -(int64_t)size);
+    } else {
+        atomic_fetch_sub_explicit(&gone_counters[kind].bytes, (int64_t)size, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&gone_counters[kind].count, 1, memory_order_relaxed);
     }
     if (site) ot_sites_on_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
     if (size_out) *size_out = size;
@@ -449,6 +462,8 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out)
         tb += atomic_load_explicit(&t->k[kind].total_bytes, memory_order_relaxed);
         tn += atomic_load_explicit(&t->k[kind].total_count, memory_order_relaxed);
     }
+    b += atomic_load_explicit(&gone_counters[kind].bytes, memory_order_relaxed);
+    n += atomic_load_explicit(&gone_counters[kind].count, memory_order_relaxed);
     out->bytes = b > 0 ? (uint64_t)b : 0;
     out->count = n > 0 ? (uint64_t)n : 0;
     out->total_bytes = tb;

@@ -167,5 +167,50 @@ TEST(walk_sees_nursery_and_table)
     EXPECT_EQ_U(acc[0], 0);
 }
 
-TEST_MAIN(single_thread_exact, walk_sees_nursery_and_table, stale_record_is_replaced, take_and_put_back, cross_thread_frees_exact,
+/* After our thread-exit destructor has released the thread's block (for a new thread to reuse),
+ * destructors that run later on the same thread still allocate and free: that must neither corrupt
+ * the block's new owner nor lose the totals. */
+static pthread_key_t late_key;
+static _Atomic long late_recorded;
+static void late_destructor(void *arg)
+{
+    long t = (long)arg;
+    ot_live_forget(key_of(10, t * 4 + 1), NULL, NULL); /* recorded while the thread was alive */
+    ot_live_record(key_of(10, t * 4 + 2), 32, OT_KIND_HOST, -1); /* too late: not recorded */
+    /* the thread's block may already belong to another thread: nothing was written to it */
+    if (ot_live_forget(key_of(10, t * 4 + 2), NULL, NULL)) atomic_fetch_add(&late_recorded, 1);
+}
+
+static void *late_thread(void *arg)
+{
+    long t = (long)arg;
+    ot_live_record(key_of(10, t * 4 + 1), 16, OT_KIND_HOST, -1);
+    ot_live_record(key_of(10, t * 4 + 3), 8, OT_KIND_HOST, -1); /* freed by main later */
+    pthread_setspecific(late_key, arg);
+    return NULL;
+}
+
+TEST(late_destructors_after_release)
+{
+    setup();
+    ot_live_record(1ull << 40, 1, OT_KIND_HOST, -1); /* our key exists before the test's */
+    ot_live_forget(1ull << 40, NULL, NULL);
+    ASSERT(pthread_key_create(&late_key, late_destructor) == 0);
+    ot_totals_t a, b;
+    totals(&a);
+    for (long t = 1; t <= 200; t++) {
+        pthread_t th;
+        pthread_create(&th, NULL, late_thread, (void *)t);
+        pthread_join(th, NULL);
+    }
+    long found = 0;
+    for (long t = 1; t <= 200; t++) found += ot_live_forget(key_of(10, t * 4 + 3), NULL, NULL);
+    EXPECT_EQ_U(found, 200);
+    EXPECT_EQ_U(atomic_load(&late_recorded), 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+}
+
+TEST_MAIN(single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads)
