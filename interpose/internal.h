@@ -269,7 +269,6 @@ void ot_report_failure(const ot_failure_t *f);
 int ot_report_event(const char *event, const char *reason);
 unsigned ot_report_failures_total(void);
 void ot_report_exit_summary(void); /* one line to the log if failures were suppressed */
-unsigned ot_report_failures_suppressed(void);
 /* After fork, in the child: a report that another thread was writing is abandoned. */
 void ot_report_atfork_child(void);
 /* Filled by the CUDA family when it is active (cuda_probe.c); returns number of devices written

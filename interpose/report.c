@@ -865,7 +865,6 @@ void ot_report_exit_summary(void)
 }
 
 unsigned ot_report_failures_total(void) { return atomic_load(&failures_total); }
-unsigned ot_report_failures_suppressed(void) { return atomic_load(&failures_suppressed); }
 
 void ot_report_atfork_child(void)
 {
