@@ -37,6 +37,10 @@ typedef struct thread_counters {
     _Atomic int in_use;
     struct nursery *nursery;
     uint32_t nid;
+    /* The last stack this thread interned: loops allocate from the same stack over and over. */
+    uint32_t last_site, last_depth, last_kind;
+    int32_t last_device;
+    uintptr_t last_ips[OT_MAX_FRAMES];
     struct thread_counters *next;
 } thread_counters_t;
 
@@ -366,6 +370,26 @@ static bool locate_elsewhere_inner(uint64_t key, uint64_t *val, bool take, nurse
 }
 
 
+/* ot_sites_intern with a one-entry per-thread cache in front: comparing a stack is cheaper than
+ * hashing it and probing the shared index. */
+static uint32_t intern_cached(thread_counters_t *c, const uintptr_t *ips, unsigned depth, unsigned kind, int device)
+{
+    if (c->last_site && c->last_depth == depth && c->last_kind == kind && c->last_device == device) {
+        unsigned i = 0;
+        while (i < depth && c->last_ips[i] == ips[i]) i++;
+        if (i == depth) return c->last_site;
+    }
+    uint32_t site = ot_sites_intern(ips, depth, kind, device);
+    if (site) {
+        for (unsigned i = 0; i < depth; i++) c->last_ips[i] = ips[i];
+        c->last_depth = depth;
+        c->last_kind = kind;
+        c->last_device = device;
+        c->last_site = site;
+    }
+    return site;
+}
+
 OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
 {
     thread_counters_t *c = counters();
@@ -386,7 +410,7 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
         ot_in_hook++;
         uintptr_t ips[OT_MAX_FRAMES];
         unsigned depth = ot_opt.stacks == OT_STACKS_NONE ? 0 : ot_stack_capture(ips, ot_opt.stack_depth, 2);
-        site = ot_sites_intern(ips, depth, kind, device);
+        site = intern_cached(c, ips, depth, kind, device);
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
         ot_in_hook--;
         errno = e;
