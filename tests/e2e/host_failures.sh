@@ -20,7 +20,7 @@ if [ -z "$R" ]; then fail rlimit_report_written "no JSON in $LAST"; else
     check rlimit_api_and_size [ "$(json_get "$R" 'r["failure"]["api"], r["failure"]["size"], r["failure"]["error"]')" = "malloc 536870912 ENOMEM" ]
     check rlimit_diagnosis_names_limit grep -q "RLIMIT_AS 256.0 MiB" "$LAST/log.txt"
     check rlimit_json_rlimit [ "$(json_get "$R" 'r["host_memory"]["rlimit_as"]')" = "268435456" ]
-    check rlimit_stack_has_target_functions [ "$(json_get "$R" '" ".join(f["function"] or "?" for f in r["failure"]["stack"][:4])')" != "" ]
+    check rlimit_stack_has_target_functions [ "$(json_get "$R" '"load_model_weights" in [f["function"] for f in r["failure"]["stack"][:4]]')" = True ]
     fns=$(json_get "$R" '" ".join(f["function"] or "?" for f in r["failure"]["stack"])')
     case "$fns" in load_model_weights\ mode_rlimit\ main*) pass rlimit_failing_stack_order;; *) fail rlimit_failing_stack_order "$fns";; esac
     check rlimit_top_site_is_live_64MiB [ "$(json_get "$R" 'r["sites"][0]["bytes"], r["sites"][0]["stack"][0]["function"]')" = "67108864 load_model_weights" ]
