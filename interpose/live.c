@@ -302,26 +302,14 @@ static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
     return true;
 }
 
-/* Takes key out of nursery n if it is there. */
-static inline bool nursery_take(nursery_t *n, uint64_t key, uint64_t *val)
+/* Finds key in nursery n; if take, also clears its way (only the freeing thread does that). */
+static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool take)
 {
     __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
     for (int way = 0; way < 2; way++) {
         if (atomic_load_explicit(&w[way].key, memory_order_acquire) == key) {
             *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
-            atomic_store_explicit(&w[way].key, 0, memory_order_release);
-            return true;
-        }
-    }
-    return false;
-}
-
-static inline bool nursery_find(nursery_t *n, uint64_t key, uint64_t *val)
-{
-    __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
-    for (int way = 0; way < 2; way++) {
-        if (atomic_load_explicit(&w[way].key, memory_order_acquire) == key) {
-            *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
+            if (take) atomic_store_explicit(&w[way].key, 0, memory_order_release);
             return true;
         }
     }
@@ -336,37 +324,28 @@ static inline __attribute__((always_inline)) bool locate(uint64_t key, uint64_t 
 {
     thread_counters_t *c = my_counters;
     nursery_t *own = c ? c->nursery : NULL;
-    if (own && (take ? nursery_take(own, key, val) : nursery_find(own, key, val))) return true;
+    if (own && nursery_get(own, key, val, take)) return true;
     return locate_elsewhere(key, val, take, own);
 }
-
-static bool locate_elsewhere_inner(uint64_t key, uint64_t *val, bool take, nursery_t *own);
 
 static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take, nursery_t *own)
 {
     int e = errno; /* the table may unmap memory */
-    bool found = locate_elsewhere_inner(key, val, take, own);
-    errno = e;
-    return found;
-}
-
-static bool locate_elsewhere_inner(uint64_t key, uint64_t *val, bool take, nursery_t *own)
-{
-    if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) return true;
+    bool found = false;
     uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
-    if (count <= (own ? 1u : 0u)) return false;
     nursery_t *h = NULL;
     if (count > HINT_MIN_THREADS) {
         uint32_t hint = atomic_load_explicit(&owner_hint[hint_index(key)], memory_order_relaxed);
         h = hint < count ? atomic_load_explicit(&nurseries[hint], memory_order_acquire) : NULL;
     }
-    if (h && h != own && (take ? nursery_take(h, key, val) : nursery_find(h, key, val))) return true;
-    for (uint32_t i = 0; i < count; i++) {
+    if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) found = true;
+    else if (h && h != own && nursery_get(h, key, val, take)) found = true;
+    for (uint32_t i = 0; !found && i < count; i++) {
         nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
-        if (!n || n == own || n == h) continue;
-        if (take ? nursery_take(n, key, val) : nursery_find(n, key, val)) return true;
+        if (n && n != own && n != h) found = nursery_get(n, key, val, take);
     }
-    return false;
+    errno = e;
+    return found;
 }
 
 
@@ -415,7 +394,6 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
         ot_in_hook--;
         errno = e;
     }
-    if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
     uint64_t val = ot_pack(size, kind, site);
     if (kind == OT_KIND_HOST && c->nursery && nursery_put(c, key, val)) goto counted;
     uint64_t stale;
@@ -428,7 +406,9 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
          * RTLD_DEEPBIND, bound straight to libc). It is certainly free now: account it so. */
         account_free(key, stale, NULL, NULL);
     }
-counted:;
+counted:
+    /* After any stale record of this address was accounted (which takes its big entry, if any). */
+    if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
     kind_counters_t *kc = &c->k[kind];
     bump(&kc->bytes, (int64_t)size);
     bump(&kc->count, 1);

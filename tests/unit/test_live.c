@@ -63,6 +63,21 @@ TEST(stale_record_is_replaced)
     EXPECT_EQ_U(b.count, a.count);
 }
 
+TEST(terabyte_blocks_keep_their_size)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    ot_live_record(0x7770, 1ull << 41, OT_KIND_HOST, -1);
+    ot_live_record(0x7770, 1ull << 42, OT_KIND_HOST, -1); /* the first one's free went past us */
+    totals(&b);
+    EXPECT_EQ_U(b.bytes - a.bytes, 1ull << 42);
+    uint64_t size;
+    EXPECT(ot_live_forget(0x7770, &size, NULL) && size == 1ull << 42);
+    totals(&b);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+}
+
 TEST(take_and_put_back)
 {
     setup();
@@ -212,5 +227,5 @@ TEST(late_destructors_after_release)
     EXPECT_EQ_U(b.bytes, a.bytes);
 }
 
-TEST_MAIN(single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads)
