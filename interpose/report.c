@@ -422,11 +422,17 @@ static void text_diag_sink(void *ctx, const char *line)
     ot_buf_putc(b, '\n');
 }
 
+typedef struct {
+    ot_buf_t *b;
+    unsigned n;
+} json_list_t;
+
+/* Counts its items: the buffer may have been flushed since the '[', so its last byte says nothing. */
 static void json_diag_sink(void *ctx, const char *line)
 {
-    ot_buf_t *b = ctx;
-    if (b->len && b->p[b->len - 1] != '[') ot_buf_putc(b, ',');
-    ot_buf_json_str(b, line);
+    json_list_t *l = ctx;
+    if (l->n++) ot_buf_putc(l->b, ',');
+    ot_buf_json_str(l->b, line);
 }
 
 /* ---------------------------------------------------------------- text */
@@ -713,7 +719,8 @@ static void write_json(int fd)
         }
     }
     ot_buf_puts(&b, "],\"diagnosis\":[");
-    run_diagnosis(json_diag_sink, &b);
+    json_list_t diag = {&b, 0};
+    run_diagnosis(json_diag_sink, &diag);
     ot_buf_printf(&b, "],\"suppressed_failures\":%u,\"options\":{\"stacks\":\"%s\",\"sample_bytes\":%llu,"
                       "\"stack_min_bytes\":%llu,\"stack_depth\":%u}}\n",
                   atomic_load(&failures_suppressed),
