@@ -131,6 +131,15 @@ unsigned ot_stack_capture(uintptr_t *ips, unsigned max, unsigned skip);
 unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsigned skip);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
 void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by address */
+/* unwind.c: the DWARF-CFI walker behind ot_stack_capture. Frame 0 is (ip, sp, bp); returns the
+ * frames written, or -1 where it does not model a frame and libunwind must walk instead. */
+int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp);
+void ot_unwind_init(void);
+/* Per-thread memory for the walk cache (OT_UNWIND_CACHE_BYTES, owned by the caller; NULL: none). */
+#define OT_UNWIND_CACHE_BYTES 8192
+void ot_unwind_attach(void *mem);
+void ot_unwind_flush(void);
+void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);
 
 /* ------------------------------------------------------------------ symbolize.c
  * Address -> module, offset, function (demangled without malloc). Safe on failure paths: reads

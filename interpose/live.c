@@ -41,6 +41,7 @@ typedef struct thread_counters {
     uint32_t last_site, last_depth, last_kind;
     int32_t last_device;
     uintptr_t last_ips[OT_MAX_FRAMES];
+    void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
     struct thread_counters *next;
 } thread_counters_t;
 
@@ -99,6 +100,7 @@ static void counters_release(void *p)
     thread_counters_t *c = p;
     thread_gone = true;
     my_counters = NULL;
+    ot_unwind_attach(NULL);
     /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
 }
@@ -177,6 +179,8 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
     c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)&ts ^ (uint64_t)gettid() ^ 0x9e3779b97f4a7c15ull;
     if (!c->rng) c->rng = 1;
     c->sample_left = next_sample_gap(c);
+    if (!c->walk && ot_opt.stacks != OT_STACKS_NONE) c->walk = ot_mmap(OT_UNWIND_CACHE_BYTES);
+    ot_unwind_attach(c->walk);
     my_counters = c;
     if (atomic_load_explicit(&key_ready, memory_order_acquire) == 2) pthread_setspecific(counters_key, c);
     return c;

@@ -1,14 +1,15 @@
 /* Stack capture for allocation sites and failures: return addresses of the caller's frames.
- * Runs inside malloc hooks and on the failure path: never calls malloc, stdio or the loader itself.
+ * Runs inside malloc hooks and on the failure path: never calls malloc, stdio or the loader itself
+ * (but see unwind.c on dl_iterate_phdr).
  *
- * Both paths use libunwind (DWARF CFI): the programs we attach to (Debian packages, CUDA
- * libraries) are built without frame pointers, so a frame-pointer walk would silently produce
- * wrong stacks there.
- *  - ot_stack_capture: unw_backtrace, libunwind's x86-64 "fast trace". It classifies each return
- *    address once into a per-thread hash (mmap'ed) and then walks with a few loads per frame; a
- *    frame it cannot classify makes it fall back to unw_step by itself. ~200 ns for 20 frames.
- *    Not for signal handlers: a handler interrupting an update of this thread's hash would read
- *    it half-written.
+ * Every path reads DWARF CFI: the programs we attach to (Debian packages, CUDA libraries) are
+ * built without frame pointers, so a frame-pointer walk would silently produce wrong stacks there.
+ *  - ot_stack_capture: the CFI walker of unwind.c, started from the caller's exact registers (a
+ *    few instructions of assembly below), with a shared rule cache and a per-thread cache of the
+ *    last stack; ~5 ns per frame, ~1 ns for frames shared with the previous stack. Where it does
+ *    not model a frame (signal frames, CFA expressions, code without unwind info) it hands the
+ *    whole capture to unw_backtrace, libunwind's x86-64 "fast trace", as before. Not for signal
+ *    handlers (a handler could interrupt this thread's own rule-cache or module-table update).
  *  - ot_stack_capture_exact: unw_getcontext + unw_init_local + unw_step, the documented path,
  *    usable from a signal handler (it also walks through the signal frame). ~10-20 us for 20
  *    frames: every step takes libunwind's global cache lock with all signals blocked (two
@@ -20,9 +21,11 @@
  * UNW_CACHE_GLOBAL explicitly (Debian's libunwind is built without the per-thread DWARF cache and
  * downgrades UNW_CACHE_PER_THREAD to it anyway) and enlarges the register-state cache so that
  * steady-state unwinding rarely reaches dl_iterate_phdr.
- * dlclose: both caches are keyed by address. unw_flush_cache(unw_local_addr_space, 0, 0) must be
- * called by whoever sees a dlclose, for the exact path; the fast path's per-thread hash has no
- * flush in libunwind 1.6 and could misread the frames of code later mapped at the same address.
+ * dlclose: all caches are keyed by address. ot_stack_flush (called by the dlclose hook) flushes
+ * libunwind's global cache and the CFI walker's. libunwind's fast trace keeps a per-thread hash
+ * that libunwind 1.6 cannot flush: after a library is mapped again at the same address it misreads
+ * its frames (tests/e2e/unwind_verify.sh catches it doing so); the CFI walker does not, and is now
+ * the path nearly every capture takes.
  * libunwind's TLS (two words) is static TLS because libunwind is loaded with us at start-up,
  * so touching it in a new thread does not allocate. */
 #include "internal.h"
@@ -81,28 +84,123 @@ OT_NOINLINE unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsign
     return n;
 }
 
-OT_NOINLINE unsigned ot_stack_capture(uintptr_t *ips, unsigned max, unsigned skip)
+/* libunwind's fast trace for the whole stack: the fallback of the CFI walker in unwind.c. `ret`
+ * is the return address into the frame wanted as frame 0. */
+static OT_NOINLINE unsigned stack_backtrace(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ret)
 {
     /* Room for libunwind's own leading frames and `skip`; larger requests are clipped. */
     void *tmp[2 * OT_MAX_FRAMES + OT_STACK_SEEK + 2];
     const unsigned cap = sizeof tmp / sizeof tmp[0];
-    uintptr_t ret = (uintptr_t)__builtin_return_address(0);
     unsigned want, got, first = 0, n = 0;
 
-    if (max == 0) return 0;
     want = max + skip + OT_STACK_SEEK;
     if (want > cap || want < max) want = cap;
     int r = unw_backtrace(tmp, (int)want);
     got = r > 0 ? (unsigned)r : 0;
     while (first < got && first < OT_STACK_SEEK && (uintptr_t)tmp[first] != ret) first++;
     if (first == got || first == OT_STACK_SEEK) {
-        /* Our caller is not where it should be: let the exact walk decide. */
-        n = stack_walk(ips, max, skip, ret, 2);
+        /* Our caller is not where it should be: let the exact walk decide.
+         * frames: 0 stack_walk, 1 this function, 2 ot_stack_capture_from, 3 the caller */
+        n = stack_walk(ips, max, skip, ret, 3);
     } else {
         for (unsigned i = first + skip; i < got && n < max; i++) ips[n++] = (uintptr_t)tmp[i];
     }
     __asm__ volatile("" ::: "memory");
     return n;
+}
+
+/* ot_stack_capture: a few instructions of assembly hand the caller's exact register state (its
+ * rbp, its stack pointer after our return, the return address) to the C walker, which then
+ * starts at the caller's frame without having to unwind its own. */
+unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t bp, uintptr_t sp,
+                               uintptr_t ip);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl ot_stack_capture\n"
+        ".hidden ot_stack_capture\n"
+        ".type ot_stack_capture,@function\n"
+        "ot_stack_capture:\n"
+        ".cfi_startproc\n"
+        "    mov %rbp, %rcx\n"         /* 4th argument: the caller's rbp */
+        "    lea 8(%rsp), %r8\n"       /* 5th: its stack pointer once we return */
+        "    mov (%rsp), %r9\n"        /* 6th: the return address */
+        "    jmp ot_stack_capture_from\n"
+        ".cfi_endproc\n"
+        ".size ot_stack_capture, .-ot_stack_capture\n");
+
+#ifdef OT_UNWIND_VERIFY
+/* A checking build (build/verify/liboomtrace.so, tests/e2e/verify.mk): every stack the CFI walker
+ * returns is compared frame by frame with libunwind's; disagreements go to stderr (the first two
+ * symbolized), and a count at exit. */
+static uint64_t v_checked, v_bad, v_fasttrace;
+static OT_NOINLINE void verify(const uintptr_t *ips, unsigned n, unsigned max, unsigned skip, uintptr_t ip)
+{
+    uintptr_t ref[OT_MAX_FRAMES];
+    if (max > OT_MAX_FRAMES) max = OT_MAX_FRAMES;
+    unsigned m = stack_backtrace(ref, max, skip, ip);
+    unsigned k = 0;
+    while (k < n && k < m && ips[k] == ref[k]) k++;
+    __atomic_fetch_add(&v_checked, 1, __ATOMIC_RELAXED);
+    if (k == n && k == m) return;
+    /* libunwind's fast trace keeps a per-thread cache that dlclose cannot flush (see the top of the
+     * file): after code is mapped again at the same address it can be the one that is wrong. Its
+     * exact walk, whose cache is flushed, is the referee. */
+    m = stack_walk(ref, max, skip, ip, 3);
+    k = 0;
+    while (k < n && k < m && ips[k] == ref[k]) k++;
+    if (k == n && k == m) {
+        __atomic_fetch_add(&v_fasttrace, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    if (__atomic_fetch_add(&v_bad, 1, __ATOMIC_RELAXED) < 20) {
+        char mem[256];
+        ot_buf_t b;
+        ot_buf_init(&b, mem, sizeof mem, 2);
+        ot_buf_printf(&b, "oomtrace-verify: frames differ from #%u: cfi %u frames (0x%lx), libunwind %u (0x%lx)\n", k, n,
+                      (unsigned long)(k < n ? ips[k] : 0), m, (unsigned long)(k < m ? ref[k] : 0));
+        if (v_bad < 2) { /* the first two in full */
+            static ot_frame_t fr;
+            ot_symbolize_begin();
+            for (unsigned w = 0; w < 2; w++) {
+                const uintptr_t *x = w ? ref : ips;
+                for (unsigned i = 0; i < (w ? m : n); i++) {
+                    ot_symbolize(x[i] - 1, &fr);
+                    ot_buf_printf(&b, "  %s #%u 0x%lx %s (%s)\n", w ? "libunwind" : "cfi", i, (unsigned long)x[i],
+                                  fr.function, fr.module);
+                }
+            }
+        }
+        ot_buf_flush(&b);
+    }
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((destructor)) static void verify_summary(void)
+{
+    uint64_t builds, falls;
+    char mem[256];
+    ot_buf_t b;
+    ot_unwind_stats(&builds, &falls);
+    ot_buf_init(&b, mem, sizeof mem, 2);
+    ot_buf_printf(&b, "oomtrace-verify: %lu stacks compared, %lu differ; %lu libunwind fallbacks, %lu rules built; "
+                  "%lu where only libunwind's exact walk agreed\n", (unsigned long)v_checked, (unsigned long)v_bad,
+                  (unsigned long)falls, (unsigned long)builds, (unsigned long)v_fasttrace);
+    ot_buf_flush(&b);
+}
+#endif
+
+OT_NOINLINE unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t bp,
+                                           uintptr_t sp, uintptr_t ip)
+{
+    if (max == 0) return 0;
+    int n = ot_unwind_from(ips, max, skip, ip, sp, bp);
+#ifdef OT_UNWIND_VERIFY
+    if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
+#endif
+    if (OT_LIKELY(n >= 0)) return (unsigned)n;
+    unsigned r = stack_backtrace(ips, max, skip, ip);
+    __asm__ volatile("" ::: "memory"); /* keep this frame: stack_backtrace counts on it */
+    return r;
 }
 
 static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth)
@@ -126,6 +224,7 @@ void ot_stack_init(void)
     unw_set_cache_size(unw_local_addr_space, 1024, 0);
     /* First unwinds initialise libunwind (tdep_init, trace-cache key, page size ...) here, outside
      * any hook, and fill the caches for the start-up path. */
+    ot_unwind_init();
     (void)stack_warm_leaf(3);
     done = 1;
 }
@@ -135,4 +234,5 @@ void ot_stack_flush(void)
     /* After dlclose: libunwind's global cache is keyed by address, and new code may be mapped
      * where the closed library was. */
     unw_flush_cache(unw_local_addr_space, 0, 0);
+    ot_unwind_flush();
 }

@@ -1,0 +1,762 @@
+/* A fast DWARF-CFI unwinder for ot_stack_capture (stacks=all and sampled stacks): what libunwind's
+ * x86-64 fast trace does, with a shared cache and less work per frame. Correct for code built
+ * without frame pointers: every frame's CFA comes from the module's .eh_frame, never from a guess.
+ *
+ * Per frame (ip, sp, bp): the rule for ip - 1 (a return address: look up the call) says where the
+ * CFA is (sp + k or bp + k), that the return address is at CFA - 8, and where the caller's rbp was
+ * saved (CFA + k, or not at all). Rules come from a global direct-mapped cache of 2^14 entries
+ * {ip ^ rule, rule}: a torn read (two writers racing for one entry) cannot pass the xor check, so
+ * readers need no lock and no 16-byte atomics. A miss decodes the FDE through the module's
+ * .eh_frame_hdr search table (~1 us) and caches the result, including "unsupported".
+ *
+ * Anything this walker does not model makes it give up, and the caller then asks libunwind for the
+ * whole stack: a CFA defined by an expression or another register, a return address not at CFA - 8,
+ * rbp restored from anything but a CFA slot, signal frames (augmentation 'S'), code outside any
+ * module or without an FDE, odd pointer encodings. So the stacks are libunwind's stacks; only
+ * faster when the frames are ordinary ones (checked frame by frame against libunwind in
+ * tests/unit/test_stack.c).
+ *
+ * Modules: a table of {span, eh_frame_hdr} built with dl_iterate_phdr (at start-up outside any hook,
+ * again when an ip is found in no known module, with exponential back-off, and after dlclose).
+ * Readers use a sequence counter and give up (libunwind fallback) while a rebuild runs; rebuilds
+ * are serialised by a try-lock, never waited on. dl_iterate_phdr takes the loader lock: the same
+ * exposure libunwind has on its own cache misses (PITFALLS: libunwind#16), no new one.
+ *
+ * Nothing here allocates; all memory is static. Not for signal handlers (the failure path uses
+ * ot_stack_capture_exact): a handler could interrupt this thread's own cache write, which the xor
+ * check would catch, but a module rebuild could not be re-entered. */
+#include <link.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------ modules */
+#define MAX_MODS 512
+typedef struct {
+    uintptr_t lo, hi;   /* span of the PT_LOAD segments */
+    uintptr_t hdr;      /* .eh_frame_hdr in memory, 0 if none */
+} mod_t;
+
+static mod_t g_mods[MAX_MODS];
+static unsigned g_nmods;
+static unsigned g_mod_seq;       /* even: stable; odd: a rebuild is writing */
+static int g_mod_lock;           /* try-lock for rebuilders */
+static unsigned long long g_mod_adds; /* dlpi_adds at the last rebuild */
+static unsigned g_unknown;       /* lookups that found no module since the last useful rebuild */
+
+typedef struct {
+    mod_t *out;
+    unsigned n;
+    unsigned long long adds;
+} collect_t;
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    collect_t *c = arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0, hdr = 0;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) c->adds = info->dlpi_adds;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < lo) lo = a;
+            if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
+            hdr = info->dlpi_addr + ph->p_vaddr;
+        }
+    }
+    if (hi > lo && c->n < MAX_MODS) c->out[c->n++] = (mod_t){lo, hi, hdr};
+    return 0;
+}
+
+/* Rebuilds the module table. Returns false if another thread is doing it. */
+static bool mods_rebuild(void)
+{
+    if (__atomic_exchange_n(&g_mod_lock, 1, __ATOMIC_ACQUIRE)) return false;
+    static mod_t scratch[MAX_MODS];
+    collect_t c = {scratch, 0, 0};
+    dl_iterate_phdr(collect, &c);
+    /* Sorted by lo for the binary search (insertion sort: a few hundred entries, rare). */
+    for (unsigned i = 1; i < c.n; i++) {
+        mod_t m = scratch[i];
+        unsigned j = i;
+        while (j > 0 && scratch[j - 1].lo > m.lo) {
+            scratch[j] = scratch[j - 1];
+            j--;
+        }
+        scratch[j] = m;
+    }
+    bool news = c.adds != g_mod_adds || c.n != g_nmods;
+    /* Release stores: none of them can become visible before the odd count. */
+    __atomic_fetch_add(&g_mod_seq, 1, __ATOMIC_ACQ_REL); /* odd */
+    for (unsigned i = 0; i < c.n; i++) {
+        __atomic_store_n(&g_mods[i].lo, scratch[i].lo, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_mods[i].hi, scratch[i].hi, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_mods[i].hdr, scratch[i].hdr, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&g_nmods, c.n, __ATOMIC_RELEASE);
+    g_mod_adds = c.adds;
+    if (news) __atomic_store_n(&g_unknown, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_mod_seq, 1, __ATOMIC_RELEASE); /* even */
+    __atomic_store_n(&g_mod_lock, 0, __ATOMIC_RELEASE);
+    return true;
+}
+
+/* 1 found, 0 in no module, -1 table busy. Acquire loads: the second read of the sequence count
+ * cannot move before them. */
+static int mods_find(uintptr_t pc, mod_t *out)
+{
+    unsigned s1 = __atomic_load_n(&g_mod_seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1) return -1;
+    unsigned lo = 0, hi = __atomic_load_n(&g_nmods, __ATOMIC_ACQUIRE);
+    if (hi > MAX_MODS) return -1;
+    int found = 0;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        uintptr_t mlo = __atomic_load_n(&g_mods[mid].lo, __ATOMIC_ACQUIRE);
+        if (pc < mlo) {
+            hi = mid;
+        } else if (pc >= __atomic_load_n(&g_mods[mid].hi, __ATOMIC_ACQUIRE)) {
+            lo = mid + 1;
+        } else {
+            out->lo = mlo;
+            out->hi = __atomic_load_n(&g_mods[mid].hi, __ATOMIC_ACQUIRE);
+            out->hdr = __atomic_load_n(&g_mods[mid].hdr, __ATOMIC_ACQUIRE);
+            found = 1;
+            break;
+        }
+    }
+    if (__atomic_load_n(&g_mod_seq, __ATOMIC_RELAXED) != s1) return -1;
+    return found;
+}
+
+/* ------------------------------------------------------------------ DWARF readers
+ * All reads are bounded by the module span [lo, hi): a corrupt table gives "unsupported", not a
+ * fault. */
+typedef struct {
+    const uint8_t *p, *end;
+    bool bad;
+} rd_t;
+
+static inline uint8_t rd_u8(rd_t *r)
+{
+    if (r->p + 1 > r->end) {
+        r->bad = true;
+        return 0;
+    }
+    return *r->p++;
+}
+
+static uint64_t rd_fixed(rd_t *r, unsigned n)
+{
+    if (r->p + n > r->end) {
+        r->bad = true;
+        r->p = r->end;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++) v |= (uint64_t)r->p[i] << (8 * i); /* little-endian */
+    r->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(rd_t *r)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    for (;;) {
+        uint8_t b = rd_u8(r);
+        if (r->bad) return 0;
+        if (shift < 64) v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) return v;
+    }
+}
+
+static int64_t rd_sleb(rd_t *r)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b;
+    do {
+        b = rd_u8(r);
+        if (r->bad) return 0;
+        if (shift < 64) v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40)) v |= ~(uint64_t)0 << shift;
+    return (int64_t)v;
+}
+
+enum {
+    PE_ABSPTR = 0x00, PE_ULEB = 0x01, PE_UDATA2 = 0x02, PE_UDATA4 = 0x03, PE_UDATA8 = 0x04,
+    PE_SLEB = 0x09, PE_SDATA2 = 0x0a, PE_SDATA4 = 0x0b, PE_SDATA8 = 0x0c,
+    PE_PCREL = 0x10, PE_DATAREL = 0x30, PE_INDIRECT = 0x80, PE_OMIT = 0xff
+};
+
+/* An encoded pointer. `apply`: add the pcrel / datarel base (false for lengths such as pc_range).
+ * Indirect pointers are read as the address of the pointer (only ever skipped here). */
+static uintptr_t rd_enc(rd_t *r, uint8_t enc, uintptr_t datarel, bool apply)
+{
+    uintptr_t at = (uintptr_t)r->p, v;
+    if (enc == PE_OMIT) {
+        r->bad = true;
+        return 0;
+    }
+    switch (enc & 0x0f) {
+    case PE_ABSPTR: v = (uintptr_t)rd_fixed(r, 8); break;
+    case PE_ULEB: v = (uintptr_t)rd_uleb(r); break;
+    case PE_UDATA2: v = (uintptr_t)rd_fixed(r, 2); break;
+    case PE_UDATA4: v = (uintptr_t)rd_fixed(r, 4); break;
+    case PE_UDATA8: v = (uintptr_t)rd_fixed(r, 8); break;
+    case PE_SLEB: v = (uintptr_t)rd_sleb(r); break;
+    case PE_SDATA2: v = (uintptr_t)(int64_t)(int16_t)rd_fixed(r, 2); break;
+    case PE_SDATA4: v = (uintptr_t)(int64_t)(int32_t)rd_fixed(r, 4); break;
+    case PE_SDATA8: v = (uintptr_t)rd_fixed(r, 8); break;
+    default: r->bad = true; return 0;
+    }
+    if (!apply || v == 0) return v;
+    switch (enc & 0x70) {
+    case 0: return v;
+    case PE_PCREL: return v + at;
+    case PE_DATAREL: return v + datarel;
+    default: r->bad = true; return 0;
+    }
+}
+
+/* ------------------------------------------------------------------ rules */
+/* A rule packed in 64 bits:
+ *   bits 0-1   kind: 0 none (empty cache entry), 1 step, 2 unsupported, 3 outermost frame
+ *   bit  2     CFA base: 0 rsp, 1 rbp
+ *   bit  3     rbp saved at CFA + bpoff (else unchanged)
+ *   bits 8-31  bpoff, signed
+ *   bits 32-63 cfaoff, signed */
+enum { R_NONE = 0, R_STEP = 1, R_UNSUP = 2, R_LAST = 3 };
+static inline uint64_t rule_pack(unsigned kind, bool cfa_bp, bool bp_saved, int32_t bpoff, int32_t cfaoff)
+{
+    return (uint64_t)kind | (uint64_t)cfa_bp << 2 | (uint64_t)bp_saved << 3 |
+           (uint64_t)((uint32_t)bpoff & 0xffffff) << 8 | (uint64_t)(uint32_t)cfaoff << 32;
+}
+static inline unsigned rule_kind(uint64_t r) { return (unsigned)(r & 3); }
+static inline bool rule_cfa_bp(uint64_t r) { return (r >> 2) & 1; }
+static inline bool rule_bp_saved(uint64_t r) { return (r >> 3) & 1; }
+static inline int32_t rule_bpoff(uint64_t r) { return (int32_t)((uint32_t)(r >> 8) << 8) >> 8; }
+static inline int32_t rule_cfaoff(uint64_t r) { return (int32_t)(uint32_t)(r >> 32); }
+
+#define X86_RBP 6
+#define X86_RSP 7
+#define X86_RA 16
+
+/* The register rules this walker follows while running a CFA program. */
+typedef struct {
+    int8_t cfa_reg;     /* 6 or 7; -1 = something else (expression, another register) */
+    int64_t cfa_off;
+    uint8_t bp_how;     /* 0 same value, 1 at CFA + bp_off, 2 anything else */
+    int64_t bp_off;
+    uint8_t ra_how;     /* 0 at CFA + ra_off, 1 undefined (outermost), 2 anything else */
+    int64_t ra_off;
+} cfi_state_t;
+
+typedef struct {
+    uint64_t code_align;
+    int64_t data_align;
+    uint8_t fde_enc;
+    bool signal_frame, has_z;
+    const uint8_t *insns, *insns_end;
+} cie_t;
+
+static bool parse_cie(uintptr_t at, const mod_t *m, cie_t *cie)
+{
+    rd_t r = {(const uint8_t *)at, (const uint8_t *)m->hi, false};
+    uint64_t len = rd_fixed(&r, 4);
+    if (len == 0xffffffffu) len = rd_fixed(&r, 8);
+    if (r.bad || len > (uint64_t)(r.end - r.p)) return false;
+    r.end = r.p + len;
+    if (rd_fixed(&r, 4) != 0) return false; /* CIE id in .eh_frame */
+    uint8_t version = rd_u8(&r);
+    if (version != 1 && version != 3) return false;
+    const char *aug = (const char *)r.p;
+    while (rd_u8(&r) != 0)
+        if (r.bad) return false;
+    cie->code_align = rd_uleb(&r);
+    cie->data_align = rd_sleb(&r);
+    uint64_t ra = version == 1 ? rd_u8(&r) : rd_uleb(&r);
+    if (r.bad || ra != X86_RA) return false;
+    cie->fde_enc = PE_ABSPTR;
+    cie->signal_frame = false;
+    cie->has_z = aug[0] == 'z';
+    if (cie->has_z) {
+        uint64_t alen = rd_uleb(&r);
+        if (r.bad || alen > (uint64_t)(r.end - r.p)) return false;
+        const uint8_t *aend = r.p + alen;
+        for (const char *a = aug + 1; *a; a++) {
+            if (*a == 'R') {
+                cie->fde_enc = rd_u8(&r);
+            } else if (*a == 'P') {
+                uint8_t enc = rd_u8(&r);
+                (void)rd_enc(&r, enc & 0x7f, 0, false);
+            } else if (*a == 'L') {
+                (void)rd_u8(&r);
+            } else if (*a == 'S') {
+                cie->signal_frame = true;
+            } else {
+                break; /* unknown: 'z' lets us skip the rest */
+            }
+            if (r.bad) return false;
+        }
+        r.p = aend;
+    } else if (aug[0] != 0) {
+        return false; /* "eh" and other pre-'z' augmentations */
+    }
+    cie->insns = r.p;
+    cie->insns_end = r.end;
+    return !r.bad;
+}
+
+#define REMEMBER_MAX 8
+
+/* Runs a CFA program until the row that covers `target`. */
+static bool run_cfa(const uint8_t *p, const uint8_t *end, const cie_t *cie, uintptr_t loc, uintptr_t target,
+                    cfi_state_t *st, const cfi_state_t *initial)
+{
+    rd_t r = {p, end, false};
+    cfi_state_t stack[REMEMBER_MAX];
+    unsigned depth = 0;
+    while (r.p < r.end) {
+        uint8_t op = rd_u8(&r);
+        uint64_t reg = 0, delta = 0;
+        int64_t off = 0;
+        switch (op >> 6) {
+        case 1: /* DW_CFA_advance_loc */
+            delta = (op & 0x3f) * cie->code_align;
+            goto advance;
+        case 2: /* DW_CFA_offset */
+            reg = op & 0x3f;
+            off = (int64_t)rd_uleb(&r) * cie->data_align;
+            goto set_offset;
+        case 3: /* DW_CFA_restore */
+            reg = op & 0x3f;
+            goto restore;
+        default: break;
+        }
+        switch (op) {
+        case 0x00: continue; /* nop */
+        case 0x01: /* set_loc */
+            loc = rd_enc(&r, cie->fde_enc, 0, true);
+            if (loc > target) return !r.bad;
+            continue;
+        case 0x02: delta = rd_fixed(&r, 1) * cie->code_align; goto advance;
+        case 0x03: delta = rd_fixed(&r, 2) * cie->code_align; goto advance;
+        case 0x04: delta = rd_fixed(&r, 4) * cie->code_align; goto advance;
+        case 0x05: /* offset_extended */
+            reg = rd_uleb(&r);
+            off = (int64_t)rd_uleb(&r) * cie->data_align;
+            goto set_offset;
+        case 0x06: /* restore_extended */
+            reg = rd_uleb(&r);
+            goto restore;
+        case 0x07: /* undefined */
+            reg = rd_uleb(&r);
+            if (reg == X86_RA) st->ra_how = 1;
+            else if (reg == X86_RBP) st->bp_how = 2;
+            continue;
+        case 0x08: /* same_value */
+            reg = rd_uleb(&r);
+            if (reg == X86_RBP) st->bp_how = 0;
+            else if (reg == X86_RA) st->ra_how = 2;
+            continue;
+        case 0x09: /* register */
+            reg = rd_uleb(&r);
+            (void)rd_uleb(&r);
+            if (reg == X86_RBP) st->bp_how = 2;
+            else if (reg == X86_RA) st->ra_how = 2;
+            continue;
+        case 0x0a: /* remember_state */
+            if (depth == REMEMBER_MAX) return false;
+            stack[depth++] = *st;
+            continue;
+        case 0x0b: /* restore_state */
+            if (depth == 0) return false;
+            {
+                /* The CFA is not part of the remembered state in every producer's reading of
+                 * the spec, but GCC and LLVM both restore it with the registers; so do we,
+                 * like libunwind. */
+                *st = stack[--depth];
+            }
+            continue;
+        case 0x0c: /* def_cfa */
+            reg = rd_uleb(&r);
+            st->cfa_reg = reg == X86_RSP || reg == X86_RBP ? (int8_t)reg : -1;
+            st->cfa_off = (int64_t)rd_uleb(&r);
+            continue;
+        case 0x0d: /* def_cfa_register */
+            reg = rd_uleb(&r);
+            st->cfa_reg = reg == X86_RSP || reg == X86_RBP ? (int8_t)reg : -1;
+            continue;
+        case 0x0e: /* def_cfa_offset */
+            st->cfa_off = (int64_t)rd_uleb(&r);
+            continue;
+        case 0x0f: /* def_cfa_expression */
+            st->cfa_reg = -1;
+            r.p += rd_uleb(&r);
+            continue;
+        case 0x10: /* expression */
+        case 0x16: /* val_expression */
+            reg = rd_uleb(&r);
+            if (reg == X86_RBP) st->bp_how = 2;
+            else if (reg == X86_RA) st->ra_how = 2;
+            r.p += rd_uleb(&r);
+            continue;
+        case 0x11: /* offset_extended_sf */
+            reg = rd_uleb(&r);
+            off = rd_sleb(&r) * cie->data_align;
+            goto set_offset;
+        case 0x12: /* def_cfa_sf */
+            reg = rd_uleb(&r);
+            st->cfa_reg = reg == X86_RSP || reg == X86_RBP ? (int8_t)reg : -1;
+            st->cfa_off = rd_sleb(&r) * cie->data_align;
+            continue;
+        case 0x13: /* def_cfa_offset_sf */
+            st->cfa_off = rd_sleb(&r) * cie->data_align;
+            continue;
+        case 0x14: /* val_offset */
+        case 0x15: /* val_offset_sf */
+            reg = rd_uleb(&r);
+            if (op == 0x14) (void)rd_uleb(&r);
+            else (void)rd_sleb(&r);
+            if (reg == X86_RBP) st->bp_how = 2;
+            else if (reg == X86_RA) st->ra_how = 2;
+            continue;
+        case 0x2e: /* GNU_args_size */
+            (void)rd_uleb(&r);
+            continue;
+        case 0x2f: /* GNU_negative_offset_extended */
+            reg = rd_uleb(&r);
+            off = -(int64_t)rd_uleb(&r) * cie->data_align;
+            goto set_offset;
+        default:
+            return false; /* an opcode we do not know: give up on this frame */
+        }
+    advance:
+        if (r.bad) return false;
+        loc += delta;
+        if (loc > target) return true;
+        continue;
+    set_offset:
+        if (r.bad) return false;
+        if (reg == X86_RBP) {
+            st->bp_how = 1;
+            st->bp_off = off;
+        } else if (reg == X86_RA) {
+            st->ra_how = 0;
+            st->ra_off = off;
+        }
+        continue;
+    restore:
+        if (r.bad || !initial) return !r.bad && initial != NULL;
+        if (reg == X86_RBP) {
+            st->bp_how = initial->bp_how;
+            st->bp_off = initial->bp_off;
+        } else if (reg == X86_RA) {
+            st->ra_how = initial->ra_how;
+            st->ra_off = initial->ra_off;
+        }
+        continue;
+    }
+    return !r.bad;
+}
+
+/* Binary search of .eh_frame_hdr's table (datarel sdata4 pairs, as every linker writes them). */
+static uintptr_t find_fde(const mod_t *m, uintptr_t pc)
+{
+    if (!m->hdr) return 0;
+    rd_t r = {(const uint8_t *)m->hdr, (const uint8_t *)m->hi, false};
+    uint8_t version = rd_u8(&r), ptr_enc = rd_u8(&r), count_enc = rd_u8(&r), table_enc = rd_u8(&r);
+    if (r.bad || version != 1 || table_enc != (PE_DATAREL | PE_SDATA4)) return 0;
+    (void)rd_enc(&r, ptr_enc, m->hdr, true);
+    uintptr_t count = rd_enc(&r, count_enc, m->hdr, true);
+    if (r.bad || count == 0 || count > (uintptr_t)(r.end - r.p) / 8) return 0;
+    const int32_t *tab = (const int32_t *)(const void *)r.p;
+    uintptr_t lo = 0, hi = count;
+    while (hi - lo > 1) {
+        uintptr_t mid = (lo + hi) / 2;
+        if (m->hdr + (intptr_t)tab[2 * mid] <= pc) lo = mid;
+        else hi = mid;
+    }
+    if (m->hdr + (intptr_t)tab[2 * lo] > pc) return 0;
+    return m->hdr + (intptr_t)tab[2 * lo + 1];
+}
+
+/* The rule for a return address `ip` (its call instruction is at ip - 1). */
+static OT_NOINLINE uint64_t rule_build(uintptr_t ip)
+{
+    const uint64_t unsup = rule_pack(R_UNSUP, 0, 0, 0, 0);
+    uintptr_t pc = ip - 1;
+    mod_t m;
+    int f = mods_find(pc, &m);
+    if (f < 0) return 0; /* busy: do not cache */
+    if (f == 0) {
+        /* Code loaded since the last rebuild? Back off exponentially when rebuilds find nothing. */
+        unsigned u = __atomic_add_fetch(&g_unknown, 1, __ATOMIC_RELAXED);
+        if ((u & (u - 1)) != 0 || !mods_rebuild()) return unsup;
+        f = mods_find(pc, &m);
+        if (f <= 0) return f < 0 ? 0 : unsup;
+    }
+    uintptr_t fde = find_fde(&m, pc);
+    if (!fde || fde < m.lo || fde >= m.hi) return unsup;
+
+    rd_t r = {(const uint8_t *)fde, (const uint8_t *)m.hi, false};
+    uint64_t len = rd_fixed(&r, 4);
+    if (len == 0xffffffffu) len = rd_fixed(&r, 8);
+    if (r.bad || len == 0 || len > (uint64_t)(r.end - r.p)) return unsup;
+    r.end = r.p + len;
+    uintptr_t cie_field = (uintptr_t)r.p;
+    uint32_t cie_ptr = (uint32_t)rd_fixed(&r, 4);
+    if (r.bad || cie_ptr == 0 || cie_ptr > cie_field - m.lo) return unsup;
+    cie_t cie;
+    if (!parse_cie(cie_field - cie_ptr, &m, &cie) || cie.signal_frame) return unsup;
+    uintptr_t start = rd_enc(&r, cie.fde_enc, 0, true);
+    uintptr_t range = rd_enc(&r, cie.fde_enc & 0x0f, 0, false);
+    if (r.bad || pc < start || pc - start >= range) return unsup;
+    if (cie.has_z) {
+        uint64_t alen = rd_uleb(&r);
+        if (r.bad || alen > (uint64_t)(r.end - r.p)) return unsup;
+        r.p += alen;
+    }
+
+    cfi_state_t st = {.cfa_reg = -1, .bp_how = 0, .ra_how = 2};
+    if (!run_cfa(cie.insns, cie.insns_end, &cie, start, UINTPTR_MAX, &st, NULL)) return unsup;
+    cfi_state_t initial = st;
+    if (!run_cfa(r.p, r.end, &cie, start, pc, &st, &initial)) return unsup;
+
+    if (st.ra_how == 1) return rule_pack(R_LAST, 0, 0, 0, 0);
+    if (st.cfa_reg < 0 || st.ra_how != 0 || st.ra_off != -8 || st.bp_how == 2) return unsup;
+    if (st.cfa_off < 8 || st.cfa_off > INT32_MAX) return unsup;
+    if (st.bp_how == 1 && (st.bp_off < -(1 << 23) || st.bp_off >= (1 << 23))) return unsup;
+    return rule_pack(R_STEP, st.cfa_reg == X86_RBP, st.bp_how == 1, (int32_t)st.bp_off, (int32_t)st.cfa_off);
+}
+
+/* ------------------------------------------------------------------ the rule cache */
+#define RC_BITS 14
+typedef struct {
+    uint64_t check; /* ip ^ rule */
+    uint64_t rule;
+} rc_entry_t;
+static rc_entry_t g_rc[1u << RC_BITS];
+static uint64_t g_rc_builds;
+
+static inline rc_entry_t *rc_slot(uintptr_t ip)
+{
+    return &g_rc[(uint64_t)(ip * 0x9E3779B97F4A7C15ull) >> (64 - RC_BITS)];
+}
+
+static inline uint64_t rule_for(uintptr_t ip)
+{
+    rc_entry_t *e = rc_slot(ip);
+    uint64_t check = __atomic_load_n(&e->check, __ATOMIC_RELAXED);
+    uint64_t rule = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
+    if (OT_LIKELY((check ^ rule) == ip && rule_kind(rule) != R_NONE)) return rule;
+    rule = rule_build(ip);
+    __atomic_fetch_add(&g_rc_builds, 1, __ATOMIC_RELAXED);
+    if (rule_kind(rule) != R_NONE) {
+        __atomic_store_n(&e->rule, rule, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->check, ip ^ rule, __ATOMIC_RELAXED);
+    }
+    return rule;
+}
+
+/* ------------------------------------------------------------------ the walk
+ * A thread keeps the frames of its last walk, {ip, sp, bp} each, plus where the rule of each frame
+ * read the caller's rbp from (0: not saved). The next walk steps frame by frame as usual until it
+ * reaches a frame equal to a remembered one (same ip, sp and bp); from there it checks the
+ * remembered frames against the live stack instead of stepping: the return-address slot of every
+ * frame still holds the remembered ip, every saved rbp the remembered value. That is exact, by
+ * induction: a frame equal in (ip, sp, bp) has the same rule, hence the same CFA and slots, and
+ * equal slot contents give an equal next frame. The checks are independent loads, not a chain of
+ * dependent lookups, so the frames a thread shares with its previous allocation (the outer part
+ * of the stack, or all of it in a loop) cost about a load each.
+ *
+ * The memory is the thread's (ot_unwind_attach, from live.c's per-thread record), two buffers used
+ * in turn. A walk re-entered on the same thread (a signal handler that allocates) does not use it. */
+#define WALK_MAX (OT_MAX_FRAMES + 16)
+typedef struct {
+    uintptr_t ip, sp, bp;
+    uintptr_t bpaddr; /* where the caller's rbp is restored from; 0: not saved (it is ours) */
+    uintptr_t bprel;  /* 1: this frame's rbp matters (a CFA based on it, or passed to the caller) */
+} wframe_t;
+typedef struct {
+    uint32_t n;        /* frames remembered */
+    uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
+    wframe_t f[WALK_MAX];
+} wbuf_t;
+typedef struct ot_walk {
+    uint32_t cur;      /* buffer holding the last walk */
+    uint32_t busy;
+    wbuf_t buf[2];
+} walk_t;
+_Static_assert(sizeof(walk_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
+
+static OT_TLS walk_t *t_walk;
+static uint64_t g_fallbacks;
+
+void ot_unwind_attach(void *mem)
+{
+    walk_t *w = mem;
+    if (w) {
+        w->buf[0].n = w->buf[1].n = 0;
+        w->busy = 0;
+    }
+    t_walk = w;
+}
+
+/* Frames old->f[j..] checked against the stack; returns how many hold, from j on. */
+static inline unsigned validate(const wbuf_t *old, unsigned j)
+{
+    unsigned t = j;
+    for (; t + 1 < old->n; t++) {
+        const wframe_t *a = &old->f[t], *b = &old->f[t + 1];
+        if (*(const uintptr_t *)(b->sp - 8) != b->ip) break;
+        if (a->bpaddr && b->bprel && *(const uintptr_t *)a->bpaddr != b->bp) break;
+    }
+    return t + 1 - j;
+}
+
+static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete)
+{
+    nw->n = n;
+    nw->complete = complete;
+    w->cur ^= 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    w->busy = 0;
+}
+
+/* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp
+ * there. Returns the number of frames written, or -1 to ask libunwind instead. */
+int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp)
+{
+    unsigned n = 0, raw = 0, j = 0;
+    walk_t *w = t_walk;
+    const wbuf_t *old = NULL;
+    wbuf_t *nw = NULL;
+    if (max == 0) return 0;
+    if (w && !w->busy) {
+        w->busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees busy before we touch the buffers */
+        old = &w->buf[w->cur];
+        nw = &w->buf[w->cur ^ 1];
+        if (!old->n) old = NULL;
+    }
+    for (;;) {
+        if (old) {
+            /* Join the last walk where this one reaches one of its frames. */
+            while (j < old->n && old->f[j].sp < sp) j++;
+            if (j < old->n && old->f[j].sp == sp) {
+                const wframe_t *o = &old->f[j];
+                if (o->ip == ip && (o->bp == bp || !o->bprel)) {
+                    unsigned ok = validate(old, j);
+                    if (raw == 0 && ok == old->n && old->complete) {
+                        /* The very same stack as last time (a loop): emit it, keep the buffer. */
+                        for (unsigned t = 0; t < ok && old->f[t].ip; t++) {
+                            if (skip) skip--;
+                            else {
+                                ips[n++] = old->f[t].ip;
+                                if (n == max) break;
+                            }
+                        }
+                        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                        w->busy = 0;
+                        return (int)n;
+                    }
+                    for (unsigned t = j; t < j + ok; t++) {
+                        if (raw < WALK_MAX) nw->f[raw++] = old->f[t];
+                        if (old->f[t].ip == 0) break;
+                        if (skip) skip--;
+                        else {
+                            ips[n++] = old->f[t].ip;
+                            if (n == max) goto done;
+                        }
+                    }
+                    if (j + ok == old->n && old->complete) {
+                        nw->complete = raw <= WALK_MAX;
+                        goto finish;
+                    }
+                    /* Go on stepping from the last frame that held (its rule is in the cache). */
+                    const wframe_t *last = &old->f[j + ok - 1];
+                    ip = last->ip;
+                    sp = last->sp;
+                    bp = last->bp;
+                    old = NULL;
+                    if (ip == 0) goto ended;
+                    goto step;
+                }
+                old = NULL; /* same sp, another frame: the stacks have parted */
+            }
+        }
+        if (nw && raw < WALK_MAX) nw->f[raw] = (wframe_t){ip, sp, bp, 0, 1}; /* rbp matters until known */
+        raw++;
+        if (ip == 0) goto ended;
+        if (skip) skip--;
+        else {
+            ips[n++] = ip;
+            if (n == max) goto done;
+        }
+    step:;
+        uint64_t rule = rule_for(ip);
+        unsigned kind = rule_kind(rule);
+        if (OT_UNLIKELY(kind != R_STEP)) {
+            if (kind == R_LAST) goto ended;
+            __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
+            if (nw) release(w, nw, 0, 0);
+            return -1;
+        }
+        uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
+        /* The stack grows down: every caller's CFA lies above its callee's. Anything else is a
+         * corrupt or unmodelled stack; libunwind decides. */
+        if (OT_UNLIKELY(cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30))) {
+            __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
+            if (nw) release(w, nw, 0, 0);
+            return -1;
+        }
+        uintptr_t nip = *(const uintptr_t *)(cfa - 8);
+        if (rule_bp_saved(rule)) {
+            uintptr_t at = cfa + (uintptr_t)(intptr_t)rule_bpoff(rule);
+            if (nw && raw - 1 < WALK_MAX) {
+                nw->f[raw - 1].bpaddr = at;
+                nw->f[raw - 1].bprel = rule_cfa_bp(rule);
+            }
+            bp = *(const uintptr_t *)at;
+        }
+        sp = cfa;
+        ip = nip;
+    }
+ended:
+    if (nw) nw->complete = raw <= WALK_MAX;
+    goto finish;
+done:
+    if (nw) nw->complete = 0;
+finish:
+    if (nw) release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete);
+    return (int)n;
+}
+
+void ot_unwind_init(void)
+{
+    (void)mods_rebuild();
+}
+
+void ot_unwind_flush(void)
+{
+    /* After dlclose: code may be mapped again where the closed library was. Readers racing with
+     * the clear see an entry that fails its xor check (a miss), never a stale rule. */
+    for (unsigned i = 0; i < (1u << RC_BITS); i++) {
+        __atomic_store_n(&g_rc[i].check, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_rc[i].rule, 0, __ATOMIC_RELAXED);
+    }
+    (void)mods_rebuild();
+}
+
+void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks)
+{
+    if (rule_builds) *rule_builds = __atomic_load_n(&g_rc_builds, __ATOMIC_RELAXED);
+    if (fallbacks) *fallbacks = __atomic_load_n(&g_fallbacks, __ATOMIC_RELAXED);
+}
