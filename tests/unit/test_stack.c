@@ -271,6 +271,157 @@ TEST(test_no_malloc)
 #endif
 }
 
+/* ------------------------------------------------------------------ the CFI walker (unwind.c)
+ * Frames of every shape the walker models, each checked against libunwind's exact walk from the
+ * same call site, with no fallback to libunwind counted: rbp-based CFAs (alloca), frame-pointer
+ * code, code that uses rbp as an ordinary register, large frames and recursion. */
+static char walk_mem[2][OT_UNWIND_CACHE_BYTES] __attribute__((aligned(64)));
+
+/* Captures with both walkers from one call site; returns true when they agree. */
+static OT_NOINLINE bool both_agree(void)
+{
+    uintptr_t got[2][OT_MAX_FRAMES];
+    unsigned n[2];
+    for (volatile int k = 0; k < 2; k++) {
+        n[k] = (k ? ot_stack_capture_exact : ot_stack_capture)(got[k], OT_MAX_FRAMES, 0);
+        BARRIER();
+    }
+    bool same = n[0] == n[1] && n[0] >= 3;
+    for (unsigned i = 0; same && i < n[0]; i++) same = got[0][i] == got[1][i];
+    if (!same) {
+        printf("  cfi walker:\n");
+        dump(got[0], n[0]);
+        printf("  libunwind:\n");
+        dump(got[1], n[1]);
+    }
+    return same;
+}
+
+static __thread volatile unsigned sink; /* per thread: test_cfi_threads */
+static OT_NOINLINE bool with_alloca(unsigned n)
+{
+    volatile char *p = __builtin_alloca(n); /* rbp-based CFA */
+    p[0] = 1;
+    bool r = both_agree();
+    sink += p[0];
+    return r;
+}
+__attribute__((optimize("no-omit-frame-pointer"))) static OT_NOINLINE bool with_fp(unsigned n)
+{
+    bool r = with_alloca(n);
+    BARRIER();
+    return r;
+}
+/* rbp as a plain callee-saved register: many live values across a call. */
+__attribute__((optimize("omit-frame-pointer"))) static OT_NOINLINE bool with_rbp_busy(unsigned n)
+{
+    unsigned a = n * 3, b = n * 5, c = n * 7, d = n * 11, e = n * 13, f = n * 17, g = n * 19;
+    bool r = with_fp(n);
+    sink += a + b + c + d + e + f + g;
+    return r;
+}
+static OT_NOINLINE bool big_frame(unsigned n)
+{
+    volatile char buf[70000]; /* a CFA offset beyond 16 bits */
+    buf[n % sizeof buf] = 1;
+    bool r = with_rbp_busy(n);
+    sink += buf[n % sizeof buf];
+    return r;
+}
+static OT_NOINLINE bool recurse(unsigned d, unsigned n)
+{
+    bool r = d ? recurse(d - 1, n) : big_frame(n);
+    BARRIER();
+    return r;
+}
+
+TEST(test_cfi_frame_kinds)
+{
+    uint64_t f0, f1;
+    ot_unwind_stats(NULL, &f0);
+    for (int cached = 0; cached < 2; cached++) {
+        ot_unwind_attach(cached ? walk_mem[0] : NULL);
+        for (unsigned i = 0; i < 20; i++) {
+            /* Depth and frame sizes change from call to call: the cache must notice. */
+            if (!recurse(i % 7, 16 + 48 * (i % 5))) {
+                EXPECT(false);
+                break;
+            }
+        }
+    }
+    ot_unwind_attach(NULL);
+    ot_unwind_stats(NULL, &f1);
+    EXPECT_EQ_U(f1 - f0, 0); /* every frame above was walked from its CFI, none by libunwind */
+}
+
+/* Two callers reach one capture function at the same stack depth: the capture's own frame is the
+ * same (ip, sp) both times, the frames above it are not. */
+static OT_NOINLINE unsigned leaf_capture(uintptr_t *ips)
+{
+    unsigned n = ot_stack_capture(ips, OT_MAX_FRAMES, 0);
+    BARRIER();
+    return n;
+}
+/* noipa: identical functions would otherwise be folded into one. */
+__attribute__((noipa)) static unsigned caller_one(uintptr_t *ips)
+{
+    unsigned n = leaf_capture(ips);
+    sink += 1;
+    return n;
+}
+__attribute__((noipa)) static unsigned caller_two(uintptr_t *ips)
+{
+    unsigned n = leaf_capture(ips);
+    sink += 2;
+    return n;
+}
+
+TEST(test_cfi_cache_parts)
+{
+    uintptr_t ips[OT_MAX_FRAMES];
+    char name[512];
+    ot_unwind_attach(walk_mem[1]);
+    for (volatile int i = 0; i < 6; i++) {
+        unsigned n = (i & 1) ? caller_two(ips) : caller_one(ips);
+        ASSERT(n >= 3);
+        name_of(ips[0], name, sizeof name);
+        EXPECT_STR(name, "leaf_capture");
+        name_of(ips[1], name, sizeof name);
+        EXPECT_STR(name, (i & 1) ? "caller_two" : "caller_one");
+        EXPECT(find_frame(ips, n, 2, "main") > 1);
+        if (ot_t_failed_) { dump(ips, n); break; }
+        /* A shallower request after a deeper one, and the reverse, from the cache. */
+        unsigned m = ot_stack_capture(ips, 2, 0);
+        EXPECT_EQ_U(m, 2);
+        name_of(ips[0], name, sizeof name);
+        EXPECT_STR(name, "test_cfi_cache_parts");
+    }
+    ot_unwind_attach(NULL);
+}
+
+/* A thread with its own cache, and the same stacks again from threads racing on the shared rule
+ * cache. */
+static OT_NOINLINE void *cfi_thread(void *arg)
+{
+    static OT_TLS char mem[OT_UNWIND_CACHE_BYTES] __attribute__((aligned(64)));
+    bool ok = true;
+    ot_unwind_attach(arg ? mem : NULL);
+    for (unsigned i = 0; i < 200 && ok; i++) ok = recurse(i % 5, 32 + i);
+    ot_unwind_attach(NULL);
+    return ok ? arg : (void *)0x1;
+}
+
+TEST(test_cfi_threads)
+{
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 4; i++) ASSERT(pthread_create(&t[i], NULL, cfi_thread, (void *)(uintptr_t)(i & 1 ? 0x10 : 0)) == 0);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        EXPECT(r != (void *)0x1);
+    }
+}
+
 /* ------------------------------------------------------------------ cost */
 static uint64_t now_ns(void)
 {
@@ -307,4 +458,4 @@ TEST(test_cost_20_frames)
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
-          test_cost_20_frames)
+          test_cfi_frame_kinds, test_cfi_cache_parts, test_cfi_threads, test_cost_20_frames)

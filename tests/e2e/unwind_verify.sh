@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The CFI walker (unwind.c) against libunwind on real programs: the checking build of the library
+# (build/verify/liboomtrace.so, stack.c with OT_UNWIND_VERIFY) recomputes every stack the walker
+# returns with libunwind and counts the stacks that differ in any frame. With stacks=all that is
+# every allocation of python3, perl, gcc (cc1 and as), a C++ program that throws, threads, and a
+# dlopen/dlclose loop. Each must report 0 differing stacks, a floor of stacks compared (so the
+# check cannot pass by comparing nothing), and few libunwind fallbacks. Where libunwind's fast trace
+# disagrees, its exact walk referees: the fast trace's per-thread cache is not flushed by dlclose
+# and misreads code mapped again at the same address (the dlclose loop shows it).
+. "$(dirname "$0")/lib.sh"
+
+V=$OT_BUILD/verify/liboomtrace.so
+[ -e "$V" ] || { fail unwind_verify "missing $V (run make tests)"; exit 1; }
+unset LD_PRELOAD
+export LC_ALL=C PYTHONDONTWRITEBYTECODE=1 HOME=$OT_TMP
+PY=$(python3 -c 'import sys; print(sys.executable)')
+
+# verify NAME MIN_STACKS CMD...: runs CMD with the checking library and checks its summaries
+# (one per process; a program that spawns others prints several).
+verify() {
+    local name=$1 min=$2; shift 2
+    local d; d=$(newdir "$name")
+    ( cd "$d" && LD_PRELOAD=$V OOMTRACE_OPTIONS=stacks=all:report=none:log=none \
+        timeout "${OT_TIMEOUT:-120}" "$@" >"$d/out.txt" 2>"$d/err.txt" )
+    local rc=$?
+    local sums compared differ falls stale
+    sums=$(grep '^oomtrace-verify: [0-9]* stacks compared' "$d/err.txt")
+    compared=$(printf '%s\n' "$sums" | awk '{s += $2} END {print s + 0}')
+    differ=$(printf '%s\n' "$sums" | awk '{s += $5} END {print s + 0}')
+    falls=$(printf '%s\n' "$sums" | awk '{s += $7} END {print s + 0}')
+    stale=$(printf '%s\n' "$sums" | awk '{s += $12} END {print s + 0}')
+    local procs; procs=$(printf '%s\n' "$sums" | grep -c .)
+    if [ "$rc" -ne 0 ]; then
+        fail "unwind_verify_$name" "exit status $rc: $(tail -n 3 "$d/err.txt")"
+    elif [ "$procs" -eq 0 ] || [ "$compared" -lt "$min" ]; then
+        fail "unwind_verify_$name" "only $compared stacks compared in $procs processes (want >= $min)"
+    elif [ "$differ" -ne 0 ]; then
+        fail "unwind_verify_$name" "$differ of $compared stacks differ from libunwind: $(grep -m3 'frames differ' "$d/err.txt" | tr '\n' ' ')"
+    elif [ "$falls" -gt $((procs * 4)) ]; then
+        fail "unwind_verify_$name" "$falls libunwind fallbacks in $procs processes"
+    else
+        echo "  $name: $compared stacks in $procs processes identical to libunwind's; $falls fallbacks;" \
+            "$stale where libunwind's fast trace was wrong and its exact walk agreed with the CFI walker"
+        pass "unwind_verify_$name"
+    fi
+}
+
+cat >"$OT_TMP/walk.py" <<'PYEOF'
+import json, re
+d = {str(i): [i, {'k': str(i) * 3}] for i in range(60000)}
+s = json.dumps(d)
+print(len(json.loads(s)), len(re.findall(r'"\d+"', s)))
+PYEOF
+cat >"$OT_TMP/walk.c" <<'CEOF'
+#include <stdio.h>
+struct node { int v; struct node *next; };
+static int sum(struct node *n) { return n ? n->v + sum(n->next) : 0; }
+int main(void) { struct node a = {1, 0}, b = {2, &a}; printf("%d\n", sum(&b)); return 0; }
+CEOF
+
+verify python3 100000 "$PY" "$OT_TMP/walk.py"
+verify perl 50000 perl -e 'my %h; $h{$_} = [$_, "x" x ($_ % 40)] for 1 .. 50000; my @k = sort keys %h; print scalar(@k), "\n"'
+if command -v gcc >/dev/null 2>&1; then
+    verify gcc 2000 gcc -O2 -c "$OT_TMP/walk.c" -o "$OT_TMP/walk.o"
+else
+    skip unwind_verify_gcc "gcc is not installed"
+fi
+verify cxx_new_handler 5 "$OT_BUILD/targets/new_handler" recover
+verify threads 1000 "$OT_BUILD/targets/thr_totals"
+verify dlclose_loop 1000 "$OT_BUILD/targets/dlc_loop" "$OT_BUILD/targets/libdlca.so" "$OT_BUILD/targets/libdlcb.so" 200
