@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@ typedef struct thread_counters {
     int32_t last_device;
     uintptr_t last_ips[OT_MAX_FRAMES];
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
+    uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
     struct thread_counters *next;
 } thread_counters_t;
 
@@ -278,8 +280,42 @@ static uint64_t big_take(uint64_t key, bool remove)
 
 static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out);
 
-/* Records (key, val) in this thread's nursery if its set has a free way. A way that still holds the
- * same key is a block whose free went past us (RTLD_DEEPBIND): it is counted as freed and reused. */
+/* A nursery key with this bit set is being moved to the table by its owner (evict_way): its
+ * record is about to be, or already is, in the table. Keys are addresses below 2^57 or tagged
+ * handles with bit 62; bit 63 is never part of a key. */
+#define MOVING (1ull << 63)
+
+/* Moves the record in way `v` of this thread's set `w` to the table, leaving the way empty (true),
+ * or leaves it where it is (false: no memory for the table). The way is marked MOVING first, with
+ * a CAS, so that a thread freeing that block meanwhile (a cross-thread free) cannot take it from
+ * the nursery while its copy goes into the table: it waits for the table instead (locate_elsewhere).
+ * If that thread took the block first, the CAS fails and the way is simply empty. */
+static OT_NOINLINE bool evict_way(__typeof__(((nursery_t *)0)->slot[0][0]) *w, int v)
+{
+    uint64_t k = atomic_load_explicit(&w[v].key, memory_order_relaxed);
+    if (k == 0) return true;
+    if (!atomic_compare_exchange_strong_explicit(&w[v].key, &k, k | MOVING, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return true; /* taken by its freeing thread just now: the way is empty */
+    uint64_t val = atomic_load_explicit(&w[v].val, memory_order_relaxed), stale;
+    int e = errno; /* the table may map memory */
+    int ins = ot_table_insert_replace(k, val, &stale);
+    errno = e;
+    if (OT_UNLIKELY(ins < 0)) {
+        atomic_store_explicit(&w[v].key, k, memory_order_release);
+        return false;
+    }
+    if (OT_UNLIKELY(ins == 0)) account_free(k, stale, NULL, NULL); /* a record whose free went past us */
+    atomic_store_explicit(&w[v].key, 0, memory_order_release);
+    return true;
+}
+
+/* Records (key, val) in this thread's nursery. A way that still holds the same key is a block whose
+ * free went past us (RTLD_DEEPBIND): it is counted as freed and reused. When both ways are taken,
+ * one of them (in turn) moves to the table: a block that has lived through a set's worth of newer
+ * allocations is likely to live on, and the new one is likely to be freed soon, here, for the price
+ * of two plain stores. Without this, a program that keeps many blocks (cc1) fills every set and
+ * sends nearly all its allocations through the table. */
 static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
 {
     unsigned set = nursery_set(key);
@@ -295,7 +331,8 @@ static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
     } else if (k1 == 0) {
         way = 1;
     } else {
-        return false;
+        way = (int)(c->evict_turn++ & 1);
+        if (!evict_way(w, way)) return false;
     }
     atomic_store_explicit(&w[way].val, val, memory_order_relaxed);
     atomic_store_explicit(&w[way].key, key, memory_order_release);
@@ -306,18 +343,38 @@ static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
     return true;
 }
 
-/* Finds key in nursery n; if take, also clears its way (only the freeing thread does that). */
-static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool take)
+enum { NG_NO = 0, NG_FOUND = 1, NG_MOVING = 2 };
+
+/* Finds key in nursery n; if take, also clears its way. The owner takes with a plain store (it
+ * cannot race with its own eviction); another thread takes with a CAS, which fails if the owner
+ * has meanwhile marked the way MOVING. NG_MOVING: the record is on its way to the table. */
+static inline int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take, bool owner)
 {
     __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
     for (int way = 0; way < 2; way++) {
-        if (atomic_load_explicit(&w[way].key, memory_order_acquire) == key) {
-            *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
-            if (take) atomic_store_explicit(&w[way].key, 0, memory_order_release);
-            return true;
+        uint64_t k = atomic_load_explicit(&w[way].key, memory_order_acquire);
+        if (k == (key | MOVING)) return NG_MOVING;
+        if (k != key) continue;
+        *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
+        if (!take) {
+            /* The way may have moved on since the key was read: check it still holds. */
+            if (atomic_load_explicit(&w[way].key, memory_order_acquire) != key) return NG_MOVING;
+            return NG_FOUND;
         }
+        if (owner) {
+            atomic_store_explicit(&w[way].key, 0, memory_order_release);
+            return NG_FOUND;
+        }
+        if (atomic_compare_exchange_strong_explicit(&w[way].key, &k, 0, memory_order_acq_rel, memory_order_acquire))
+            return NG_FOUND;
+        return NG_MOVING; /* its owner is moving it */
     }
-    return false;
+    return NG_NO;
+}
+
+static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool take)
+{
+    return nursery_find(n, key, val, take, true) == NG_FOUND;
 }
 
 /* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
@@ -342,16 +399,48 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
         uint32_t hint = atomic_load_explicit(&owner_hint[hint_index(key)], memory_order_relaxed);
         h = hint < count ? atomic_load_explicit(&nurseries[hint], memory_order_acquire) : NULL;
     }
-    if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) found = true;
-    else if (h && h != own && nursery_get(h, key, val, take)) found = true;
-    for (uint32_t i = 0; !found && i < count; i++) {
-        nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
-        if (n && n != own && n != h) found = nursery_get(n, key, val, take);
+    /* The table first (where cross-thread frees usually find their record), then the nurseries.
+     * A record being moved by its owner (evict_way) is in neither place for a moment: look again,
+     * for a bounded time. The owner's move is a few hundred nanoseconds of lock-free work, unless it
+     * was preempted; giving up leaves one record behind (counted as live), never a hang. Our own
+     * nursery is only seen MOVING from a signal handler that interrupted our own move: no wait. */
+    for (unsigned attempt = 0; attempt < 100000; attempt++) {
+        bool moving = false;
+        if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) {
+            found = true;
+            break;
+        }
+        if (h && h != own) {
+            int r = nursery_find(h, key, val, take, false);
+            if (r == NG_FOUND) {
+                found = true;
+                break;
+            }
+            moving |= r == NG_MOVING;
+        }
+        for (uint32_t i = 0; i < count; i++) {
+            nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
+            if (!n || n == own || n == h) continue;
+            int r = nursery_find(n, key, val, take, false);
+            if (r == NG_FOUND) {
+                found = true;
+                break;
+            }
+            moving |= r == NG_MOVING;
+        }
+        if (found) break;
+        if (!moving) {
+            /* Records only ever move from a nursery to the table: one that left its nursery
+             * after our table look is in the table now. */
+            found = take ? ot_table_remove(key, val) : ot_table_lookup(key, val);
+            break;
+        }
+        if (attempt >= 64) sched_yield();
+        else __builtin_ia32_pause();
     }
     errno = e;
     return found;
 }
-
 
 /* ot_sites_intern with a one-entry per-thread cache in front: comparing a stack is cheaper than
  * hashing it and probing the shared index. */
@@ -527,7 +616,8 @@ void ot_live_walk(ot_table_visit_fn fn, void *ctx)
         for (unsigned set = 0; set < NURSERY_SETS; set++)
             for (int way = 0; way < 2; way++) {
                 uint64_t k = atomic_load_explicit(&n->slot[set][way].key, memory_order_acquire);
-                if (k) fn(k, atomic_load_explicit(&n->slot[set][way].val, memory_order_relaxed), ctx);
+                /* A MOVING record is (or is about to be) in the table: the table walk has it. */
+                if (k && !(k & MOVING)) fn(k, atomic_load_explicit(&n->slot[set][way].val, memory_order_relaxed), ctx);
             }
     }
     ot_table_walk(fn, ctx);
