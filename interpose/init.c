@@ -54,6 +54,7 @@ static void atfork_child(void)
      * writing at fork time is abandoned rather than waited for. */
     ot_state.pid = (pid_t)syscall(SYS_getpid);
     ot_report_atfork_child();
+    ot_unwind_atfork_child();
 }
 
 void ot_init(void)

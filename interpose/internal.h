@@ -140,6 +140,8 @@ void ot_unwind_init(void);
 void ot_unwind_attach(void *mem);
 void ot_unwind_flush(void);
 void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);
+/* In a fork child: a module-table rebuild another thread had in progress is abandoned. */
+void ot_unwind_atfork_child(void);
 
 /* ------------------------------------------------------------------ symbolize.c
  * Address -> module, offset, function (demangled without malloc). Safe on failure paths: reads

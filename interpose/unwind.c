@@ -755,6 +755,18 @@ void ot_unwind_flush(void)
     (void)mods_rebuild();
 }
 
+void ot_unwind_atfork_child(void)
+{
+    /* Only this thread exists now. A rebuild that was half written is dropped (no modules until
+     * the next rebuild, which the first unknown address triggers); its lock is released. */
+    if (__atomic_load_n(&g_mod_seq, __ATOMIC_RELAXED) & 1) {
+        __atomic_store_n(&g_nmods, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_unknown, 0, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&g_mod_seq, 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&g_mod_lock, 0, __ATOMIC_RELEASE);
+}
+
 void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks)
 {
     if (rule_builds) *rule_builds = __atomic_load_n(&g_rc_builds, __ATOMIC_RELAXED);
