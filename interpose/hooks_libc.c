@@ -122,7 +122,7 @@ static OT_NOINLINE void fail(const char *api, uint64_t size, uint64_t count, uin
  * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
-    ot_live_record((uintptr_t)p, n, OT_KIND_HOST, -1);
+    ot_live_record_host((uintptr_t)p, n);
 }
 
 OT_EXPORT void *malloc(size_t n)
@@ -143,7 +143,7 @@ OT_EXPORT void free(void *p)
     /* Forget before the real free: afterwards another thread may be handed the same address.
      * Done even inside our own nested calls (e.g. a CUDA runtime freeing, during cudaMalloc, a
      * block it allocated earlier): forgetting allocates nothing, and a miss is harmless. */
-    if (OT_LIKELY(ot_state.initialized == 2)) ot_live_forget((uintptr_t)p, NULL, NULL); /* keeps errno */
+    if (OT_LIKELY(ot_state.initialized == 2)) ot_live_forget_host((uintptr_t)p); /* keeps errno */
     real.free(p);
 }
 

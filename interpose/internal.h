@@ -227,8 +227,12 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
  * and this call must be always_inline). device: CUDA ordinal, -1 for host memory. Device kinds always get
  * a call site; host allocations get one by the sampling policy. */
 void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device);
+/* The same for a host block (malloc family), with a lean path for the common case. */
+void ot_live_record_host(uint64_t key, uint64_t size);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
+/* ot_live_forget(key, NULL, NULL) with a lean path for a record in this thread's nursery. */
+bool ot_live_forget_host(uint64_t key);
 bool ot_live_lookup(uint64_t key, uint64_t *size, unsigned *kind);
 /* Visits every recorded block (per-thread nurseries and the shared table); values are packed as in
  * the table. Signal-safe, no malloc; for leak checks and snapshots. */

@@ -462,7 +462,11 @@ static uint32_t intern_cached(thread_counters_t *c, const uintptr_t *ips, unsign
     return site;
 }
 
-OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
+/* Frames between ot_stack_capture's caller (record_general) and the hook: record_general itself,
+ * ot_live_record or ot_live_record_host (both call it from a non-tail position), and the hook. */
+#define RECORD_SKIP 3
+
+static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kind, int device)
 {
     thread_counters_t *c = counters();
     if (OT_UNLIKELY(!c)) return;
@@ -481,7 +485,7 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
         int e = errno;
         ot_in_hook++;
         uintptr_t ips[OT_MAX_FRAMES];
-        unsigned depth = ot_opt.stacks == OT_STACKS_NONE ? 0 : ot_stack_capture(ips, ot_opt.stack_depth, 2);
+        unsigned depth = ot_opt.stacks == OT_STACKS_NONE ? 0 : ot_stack_capture(ips, ot_opt.stack_depth, RECORD_SKIP);
         site = intern_cached(c, ips, depth, kind, device);
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
         ot_in_hook--;
@@ -510,6 +514,44 @@ counted:
     level_change(c, kind, (int64_t)size);
 }
 
+OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
+{
+    record_general(key, size, kind, device);
+    __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
+}
+
+/* A host malloc in the common case: a thread with a nursery, a block below the full-stack size and
+ * not sampled, a set with a free way, few threads. Small enough to need no saved registers; every
+ * other case goes to record_general. */
+OT_NOINLINE void ot_live_record_host(uint64_t key, uint64_t size)
+{
+    thread_counters_t *c = my_counters;
+    if (OT_LIKELY(c != NULL) && OT_LIKELY(ot_opt.stacks == OT_STACKS_SAMPLED) &&
+        OT_LIKELY(size < ot_opt.stack_min_bytes) && OT_LIKELY(size < OT_SIZE_BIG) && OT_LIKELY(c->nursery != NULL)) {
+        int64_t left = c->sample_left - (int64_t)size;
+        __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
+        uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
+        uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+        int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
+        if (OT_LIKELY(left > 0 && way >= 0 && k0 != key && k1 != key &&
+                      atomic_load_explicit(&n_nurseries, memory_order_relaxed) <= HINT_MIN_THREADS)) {
+            c->sample_left = left;
+            atomic_store_explicit(&w[way].val, size, memory_order_relaxed); /* ot_pack(size, HOST, 0) */
+            atomic_store_explicit(&w[way].key, key, memory_order_release);
+            kind_counters_t *kc = &c->k[OT_KIND_HOST];
+            bump(&kc->bytes, (int64_t)size);
+            bump(&kc->count, 1);
+            bumpu(&kc->total_bytes, size);
+            bumpu(&kc->total_count, 1);
+            c->unflushed += (int64_t)size;
+            if (OT_UNLIKELY(c->unflushed >= PEAK_GRANULE)) level_change(c, OT_KIND_HOST, 0);
+            return;
+        }
+    }
+    record_general(key, size, OT_KIND_HOST, -1);
+    __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
+}
+
 static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
 {
     uint64_t size = ot_unpack_size(val);
@@ -528,6 +570,31 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (site) ot_sites_on_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
     if (size_out) *size_out = size;
     if (kind_out) *kind_out = kind;
+}
+
+/* A host free whose record is in this thread's nursery, with no call site and a normal size. */
+OT_NOINLINE bool ot_live_forget_host(uint64_t key)
+{
+    thread_counters_t *c = my_counters;
+    if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) {
+        __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
+        int way = atomic_load_explicit(&w[0].key, memory_order_relaxed) == key   ? 0
+                  : atomic_load_explicit(&w[1].key, memory_order_relaxed) == key ? 1
+                                                                                 : -1;
+        if (OT_LIKELY(way >= 0)) {
+            uint64_t val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
+            if (OT_LIKELY(val < OT_SIZE_BIG)) { /* host, no site, not a huge block */
+                atomic_store_explicit(&w[way].key, 0, memory_order_release);
+                kind_counters_t *kc = &c->k[OT_KIND_HOST];
+                bump(&kc->bytes, -(int64_t)val);
+                bump(&kc->count, -1);
+                c->unflushed -= (int64_t)val;
+                if (OT_UNLIKELY(c->unflushed <= -PEAK_GRANULE)) level_change(c, OT_KIND_HOST, 0);
+                return true;
+            }
+        }
+    }
+    return ot_live_forget(key, NULL, NULL);
 }
 
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind)

@@ -4,7 +4,9 @@
 # returns with libunwind and counts the stacks that differ in any frame. With stacks=all that is
 # every allocation of python3, perl, gcc (cc1 and as), a C++ program that throws, threads, and a
 # dlopen/dlclose loop. Each must report 0 differing stacks, a floor of stacks compared (so the
-# check cannot pass by comparing nothing), and few libunwind fallbacks. Where libunwind's fast trace
+# check cannot pass by comparing nothing), and few libunwind fallbacks (at most 4 per process or 1%
+# of the stacks: a capture racing with a dlopen, or with another thread's rebuild of the module
+# table, is handed to libunwind). Where libunwind's fast trace
 # disagrees, its exact walk referees: the fast trace's per-thread cache is not flushed by dlclose
 # and misreads code mapped again at the same address (the dlclose loop shows it).
 . "$(dirname "$0")/lib.sh"
@@ -36,8 +38,8 @@ verify() {
         fail "unwind_verify_$name" "only $compared stacks compared in $procs processes (want >= $min)"
     elif [ "$differ" -ne 0 ]; then
         fail "unwind_verify_$name" "$differ of $compared stacks differ from libunwind: $(grep -m3 'frames differ' "$d/err.txt" | tr '\n' ' ')"
-    elif [ "$falls" -gt $((procs * 4)) ]; then
-        fail "unwind_verify_$name" "$falls libunwind fallbacks in $procs processes"
+    elif [ $((falls * 100)) -gt "$compared" ] && [ "$falls" -gt $((procs * 4)) ]; then
+        fail "unwind_verify_$name" "$falls libunwind fallbacks for $compared stacks in $procs processes"
     else
         echo "  $name: $compared stacks in $procs processes identical to libunwind's; $falls fallbacks;" \
             "$stale where libunwind's fast trace was wrong and its exact walk agreed with the CFI walker"
