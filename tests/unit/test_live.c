@@ -227,5 +227,93 @@ TEST(late_destructors_after_release)
     EXPECT_EQ_U(b.bytes, a.bytes);
 }
 
+/* The lean host paths (ot_live_record_host / ot_live_forget_host, used by the malloc hooks) mixed
+ * with the general ones, under the default sampled policy: sampled blocks (a call site), blocks big
+ * enough for a full stack, full nursery sets (eviction to the table), stale same-address records
+ * and blocks freed by another thread. Totals and per-block sizes stay exact. */
+static _Atomic uint64_t host_box[THREADS][256];
+static _Atomic long host_misses;
+
+static uint64_t host_size(long i) { return (i % 97 == 0) ? 70000 + (uint64_t)i % 5 : 8 + (uint64_t)(i * 7) % 300; }
+
+static void *host_worker(void *arg)
+{
+    int t = (int)(long)arg, next = (t + 1) % THREADS;
+    for (long i = 1; i <= N_PER_THREAD / 4; i++) {
+        uint64_t k = key_of(t + 20, i);
+        if (i & 2) ot_live_record_host(k, host_size(i));
+        else ot_live_record(k, host_size(i), OT_KIND_HOST, -1);
+        if (i % 3 == 0) {
+            uint64_t expected = 0;
+            if (!atomic_compare_exchange_strong(&host_box[next][i & 255], &expected, k))
+                if (!ot_live_forget_host(k)) atomic_fetch_add(&host_misses, 1);
+        } else if (i % 3 == 1) {
+            if (!ot_live_forget_host(k)) atomic_fetch_add(&host_misses, 1);
+        } /* else: left live until the end */
+        uint64_t got = atomic_exchange(&host_box[t][i & 255], 0);
+        if (got && !((i & 4) ? ot_live_forget_host(got) : ot_live_forget(got, NULL, NULL)))
+            atomic_fetch_add(&host_misses, 1);
+    }
+    return NULL;
+}
+
+TEST(host_paths_exact)
+{
+    ot_options_defaults(&ot_opt);
+    ot_opt.stacks = OT_STACKS_SAMPLED;
+    ot_opt.sample_bytes = 64 * 1024; /* many sampled blocks, each with a call site */
+    ot_totals_t a, b;
+    totals(&a);
+    /* a stale record: the same address recorded twice through the lean path */
+    ot_live_record_host(0xfee0, 40);
+    ot_live_record_host(0xfee0, 24);
+    totals(&b);
+    EXPECT_EQ_U(b.count - a.count, 1);
+    EXPECT_EQ_U(b.bytes - a.bytes, 24);
+    EXPECT(ot_live_forget_host(0xfee0));
+    EXPECT(!ot_live_forget_host(0xfee0));
+
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, host_worker, (void *)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < THREADS; t++)
+        for (int i = 0; i < 256; i++) {
+            uint64_t got = atomic_exchange(&host_box[t][i], 0);
+            if (got && !ot_live_forget_host(got)) atomic_fetch_add(&host_misses, 1);
+        }
+    EXPECT_EQ_U(atomic_load(&host_misses), 0);
+    /* what was left live: every i % 3 == 2, with its exact size */
+    uint64_t left = 0, bytes = 0;
+    for (int t = 0; t < THREADS; t++)
+        for (long i = 2; i <= N_PER_THREAD / 4; i += 3) {
+            uint64_t size = 0;
+            if (!ot_live_lookup(key_of(t + 20, i), &size, NULL) || size != host_size(i)) {
+                EXPECT(!"a block left live is found with its size");
+                return;
+            }
+            left++;
+            bytes += size;
+        }
+    totals(&b);
+    EXPECT_EQ_U(b.count - a.count, left);
+    EXPECT_EQ_U(b.bytes - a.bytes, bytes);
+    for (int t = 0; t < THREADS; t++)
+        for (long i = 2; i <= N_PER_THREAD / 4; i += 3) ot_live_forget_host(key_of(t + 20, i));
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+    /* Sampled and big blocks had call sites: every one of them was taken off its site again. */
+    uint64_t site_allocs = 0, site_live = 0;
+    for (uint32_t id = 1; id <= ot_sites_count(); id++) {
+        ot_site_info_t si;
+        if (!ot_sites_get(id, &si)) continue;
+        site_allocs += si.total_count;
+        site_live += si.live_count;
+    }
+    EXPECT(site_allocs > 100);
+    EXPECT_EQ_U(site_live, 0);
+    setup();
+}
+
 TEST_MAIN(single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
-          records_of_exited_threads)
+          records_of_exited_threads, host_paths_exact)
