@@ -572,7 +572,13 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (kind_out) *kind_out = kind;
 }
 
-/* A host free whose record is in this thread's nursery, with no call site and a normal size. */
+static OT_NOINLINE void account_free_slow(uint64_t key, uint64_t val)
+{
+    account_free(key, val, NULL, NULL);
+}
+
+/* A host free whose record is in this thread's nursery (the common case); blocks with a call site
+ * or a huge size are accounted out of line. */
 OT_NOINLINE bool ot_live_forget_host(uint64_t key)
 {
     thread_counters_t *c = my_counters;
@@ -583,15 +589,17 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
                                                                                  : -1;
         if (OT_LIKELY(way >= 0)) {
             uint64_t val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
-            if (OT_LIKELY(val < OT_SIZE_BIG)) { /* host, no site, not a huge block */
-                atomic_store_explicit(&w[way].key, 0, memory_order_release);
-                kind_counters_t *kc = &c->k[OT_KIND_HOST];
-                bump(&kc->bytes, -(int64_t)val);
-                bump(&kc->count, -1);
-                c->unflushed -= (int64_t)val;
-                if (OT_UNLIKELY(c->unflushed <= -PEAK_GRANULE)) level_change(c, OT_KIND_HOST, 0);
+            atomic_store_explicit(&w[way].key, 0, memory_order_release);
+            if (OT_UNLIKELY(val >= OT_SIZE_BIG)) { /* a call site, another kind or a huge block */
+                account_free_slow(key, val);
                 return true;
             }
+            kind_counters_t *kc = &c->k[OT_KIND_HOST];
+            bump(&kc->bytes, -(int64_t)val);
+            bump(&kc->count, -1);
+            c->unflushed -= (int64_t)val;
+            if (OT_UNLIKELY(c->unflushed <= -PEAK_GRANULE)) level_change(c, OT_KIND_HOST, 0);
+            return true;
         }
     }
     return ot_live_forget(key, NULL, NULL);
