@@ -136,7 +136,7 @@ void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by ad
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp);
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache (OT_UNWIND_CACHE_BYTES, owned by the caller; NULL: none). */
-#define OT_UNWIND_CACHE_BYTES 8192
+#define OT_UNWIND_CACHE_BYTES 16384
 void ot_unwind_attach(void *mem);
 void ot_unwind_flush(void);
 void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);

@@ -587,6 +587,14 @@ typedef struct {
 typedef struct {
     uint32_t n;        /* frames remembered */
     uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
+    /* For a complete walk, the same checks as validate(buf, 0) in a flat list of {address, value}
+     * (every return-address slot, and the saved rbp values that matter), and its return addresses
+     * in a row: the loop case, the same stack again, costs a few instructions per frame. */
+    uint32_t nchk, nips;
+    struct {
+        uintptr_t at, val;
+    } chk[2 * WALK_MAX];
+    uintptr_t ips[WALK_MAX];
     wframe_t f[WALK_MAX];
 } wbuf_t;
 typedef struct ot_walk {
@@ -621,10 +629,28 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return t + 1 - j;
 }
 
+static void build_checks(wbuf_t *b)
+{
+    unsigned c = 0, k = 0;
+    for (unsigned t = 0; t < b->n; t++) {
+        if (b->f[t].ip) b->ips[k++] = b->f[t].ip;
+        if (t + 1 == b->n) break;
+        b->chk[c].at = b->f[t + 1].sp - 8;
+        b->chk[c++].val = b->f[t + 1].ip;
+        if (b->f[t].bpaddr && b->f[t + 1].bprel) {
+            b->chk[c].at = b->f[t].bpaddr;
+            b->chk[c++].val = b->f[t + 1].bp;
+        }
+    }
+    b->nchk = c;
+    b->nips = k;
+}
+
 static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete)
 {
     nw->n = n;
     nw->complete = complete;
+    if (complete) build_checks(nw);
     w->cur ^= 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
@@ -653,20 +679,19 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
             if (j < old->n && old->f[j].sp == sp) {
                 const wframe_t *o = &old->f[j];
                 if (o->ip == ip && (o->bp == bp || !o->bprel)) {
-                    unsigned ok = validate(old, j);
-                    if (raw == 0 && ok == old->n && old->complete) {
-                        /* The very same stack as last time (a loop): emit it, keep the buffer. */
-                        for (unsigned t = 0; t < ok && old->f[t].ip; t++) {
-                            if (skip) skip--;
-                            else {
-                                ips[n++] = old->f[t].ip;
-                                if (n == max) break;
-                            }
+                    if (raw == 0 && j == 0 && old->complete) {
+                        /* The very same stack as last time (a loop)? Then emit it and keep the
+                         * buffer. The checks are validate(old, 0), flattened. */
+                        unsigned c = 0;
+                        while (c < old->nchk && *(const uintptr_t *)old->chk[c].at == old->chk[c].val) c++;
+                        if (c == old->nchk) {
+                            for (unsigned t = skip; t < old->nips && n < max; t++) ips[n++] = old->ips[t];
+                            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                            w->busy = 0;
+                            return (int)n;
                         }
-                        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                        w->busy = 0;
-                        return (int)n;
                     }
+                    unsigned ok = validate(old, j);
                     for (unsigned t = j; t < j + ok; t++) {
                         if (raw < WALK_MAX) nw->f[raw++] = old->f[t];
                         if (old->f[t].ip == 0) break;
