@@ -12,9 +12,11 @@
  * Anything this walker does not model makes it give up, and the caller then asks libunwind for the
  * whole stack: a CFA defined by an expression or another register, a return address not at CFA - 8,
  * rbp restored from anything but a CFA slot, signal frames (augmentation 'S'), code outside any
- * module or without an FDE, odd pointer encodings. So the stacks are libunwind's stacks; only
+ * module or without an FDE, odd pointer encodings. So the stacks are libunwind's stacks, only
  * faster when the frames are ordinary ones (checked frame by frame against libunwind in
- * tests/unit/test_stack.c).
+ * tests/unit/test_stack.c and, on real programs, tests/e2e/unwind_verify.sh), except after a
+ * dlclose, where libunwind's fast trace can misread and this walker, flushed, does not.
+ * A per-thread cache of the last stack (further down) skips the steps a thread shares with it.
  *
  * Modules: a table of {span, eh_frame_hdr} built with dl_iterate_phdr (at start-up outside any hook,
  * again when an ip is found in no known module, with exponential back-off, and after dlclose).
@@ -22,9 +24,10 @@
  * are serialised by a try-lock, never waited on. dl_iterate_phdr takes the loader lock: the same
  * exposure libunwind has on its own cache misses (PITFALLS: libunwind#16), no new one.
  *
- * Nothing here allocates; all memory is static. Not for signal handlers (the failure path uses
- * ot_stack_capture_exact): a handler could interrupt this thread's own cache write, which the xor
- * check would catch, but a module rebuild could not be re-entered. */
+ * Nothing here allocates; memory is static or the caller's (ot_unwind_attach). Not meant for
+ * signal handlers (the failure path uses ot_stack_capture_exact), but safe if an allocating handler
+ * gets here: a rule-cache write it interrupted fails the xor check, an interrupted module rebuild
+ * reads as busy (libunwind takes the capture), and the per-thread cache is skipped while busy. */
 #include <link.h>
 #include <stdint.h>
 
@@ -377,12 +380,8 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const cie_t *cie, uint
             continue;
         case 0x0b: /* restore_state */
             if (depth == 0) return false;
-            {
-                /* The CFA is not part of the remembered state in every producer's reading of
-                 * the spec, but GCC and LLVM both restore it with the registers; so do we,
-                 * like libunwind. */
-                *st = stack[--depth];
-            }
+            /* The whole row, CFA included, as libgcc's and libunwind's unwinders restore it. */
+            *st = stack[--depth];
             continue;
         case 0x0c: /* def_cfa */
             reg = rd_uleb(&r);
