@@ -495,11 +495,12 @@ static OT_NOINLINE uint64_t rule_build(uintptr_t ip)
     int f = mods_find(pc, &m);
     if (f < 0) return 0; /* busy: do not cache */
     if (f == 0) {
-        /* Code loaded since the last rebuild? Back off exponentially when rebuilds find nothing. */
+        /* Code loaded since the last rebuild? Back off exponentially when rebuilds find nothing.
+         * Not found is never cached: the module table may be behind (a dlopen, or a rebuild that
+         * another thread was running), and a cached "unsupported" would outlive it. */
         unsigned u = __atomic_add_fetch(&g_unknown, 1, __ATOMIC_RELAXED);
-        if ((u & (u - 1)) != 0 || !mods_rebuild()) return unsup;
-        f = mods_find(pc, &m);
-        if (f <= 0) return f < 0 ? 0 : unsup;
+        if ((u & (u - 1)) == 0 && mods_rebuild()) f = mods_find(pc, &m);
+        if (f <= 0) return 0;
     }
     uintptr_t fde = find_fde(&m, pc);
     if (!fde || fde < m.lo || fde >= m.hi) return unsup;
