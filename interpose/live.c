@@ -294,6 +294,9 @@ static OT_NOINLINE bool evict_way(__typeof__(((nursery_t *)0)->slot[0][0]) *w, i
 {
     uint64_t k = atomic_load_explicit(&w[v].key, memory_order_relaxed);
     if (k == 0) return true;
+    /* Already being moved: by this thread, interrupted by a signal handler that allocates. Leave
+     * it to the interrupted move; the new record goes to the table. */
+    if (OT_UNLIKELY(k & MOVING)) return false;
     if (!atomic_compare_exchange_strong_explicit(&w[v].key, &k, k | MOVING, memory_order_acq_rel,
                                                  memory_order_relaxed))
         return true; /* taken by its freeing thread just now: the way is empty */
