@@ -225,17 +225,40 @@ static void raise_peak(int cls, int64_t level)
     }
 }
 
+static OT_NOINLINE void level_flush(int cls, int64_t delta)
+{
+    int64_t now = atomic_fetch_add_explicit(&approx_level[cls], delta, memory_order_relaxed) + delta;
+    if (delta > 0) raise_peak(cls, now);
+}
+
 static inline __attribute__((always_inline)) void level_change(thread_counters_t *c, unsigned kind, int64_t delta)
 {
     int cls = ot_kind_is_device(kind);
     if (cls == 0) {
         c->unflushed += delta;
-        if (c->unflushed < PEAK_GRANULE && c->unflushed > -PEAK_GRANULE) return;
+        if (OT_LIKELY(c->unflushed < PEAK_GRANULE && c->unflushed > -PEAK_GRANULE)) return;
         delta = c->unflushed;
         c->unflushed = 0;
     }
-    int64_t now = atomic_fetch_add_explicit(&approx_level[cls], delta, memory_order_relaxed) + delta;
-    if (delta > 0) raise_peak(cls, now);
+    level_flush(cls, delta);
+}
+
+/* A block of `size` becomes live / stops being live on this thread's counters. */
+static inline __attribute__((always_inline)) void count_alloc(thread_counters_t *c, unsigned kind, uint64_t size)
+{
+    kind_counters_t *kc = &c->k[kind];
+    bump(&kc->bytes, (int64_t)size);
+    bump(&kc->count, 1);
+    bumpu(&kc->total_bytes, size);
+    bumpu(&kc->total_count, 1);
+    level_change(c, kind, (int64_t)size);
+}
+
+static inline __attribute__((always_inline)) void count_free(thread_counters_t *c, unsigned kind, uint64_t size)
+{
+    bump(&c->k[kind].bytes, -(int64_t)size);
+    bump(&c->k[kind].count, -1);
+    level_change(c, kind, -(int64_t)size);
 }
 
 /* Weight of a sampled block: its size divided by the probability that the byte sampler picked
@@ -509,12 +532,7 @@ static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kin
 counted:
     /* After any stale record of this address was accounted (which takes its big entry, if any). */
     if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
-    kind_counters_t *kc = &c->k[kind];
-    bump(&kc->bytes, (int64_t)size);
-    bump(&kc->count, 1);
-    bumpu(&kc->total_bytes, size);
-    bumpu(&kc->total_count, 1);
-    level_change(c, kind, (int64_t)size);
+    count_alloc(c, kind, size);
 }
 
 OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
@@ -541,13 +559,7 @@ OT_NOINLINE void ot_live_record_host(uint64_t key, uint64_t size)
             c->sample_left = left;
             atomic_store_explicit(&w[way].val, size, memory_order_relaxed); /* ot_pack(size, HOST, 0) */
             atomic_store_explicit(&w[way].key, key, memory_order_release);
-            kind_counters_t *kc = &c->k[OT_KIND_HOST];
-            bump(&kc->bytes, (int64_t)size);
-            bump(&kc->count, 1);
-            bumpu(&kc->total_bytes, size);
-            bumpu(&kc->total_count, 1);
-            c->unflushed += (int64_t)size;
-            if (OT_UNLIKELY(c->unflushed >= PEAK_GRANULE)) level_change(c, OT_KIND_HOST, 0);
+            count_alloc(c, OT_KIND_HOST, size);
             return;
         }
     }
@@ -563,9 +575,7 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (OT_UNLIKELY(size == OT_SIZE_BIG)) size = big_take(key, true);
     thread_counters_t *c = counters();
     if (OT_LIKELY(c != NULL)) {
-        bump(&c->k[kind].bytes, -(int64_t)size);
-        bump(&c->k[kind].count, -1);
-        level_change(c, kind, -(int64_t)size);
+        count_free(c, kind, size);
     } else {
         atomic_fetch_sub_explicit(&gone_counters[kind].bytes, (int64_t)size, memory_order_relaxed);
         atomic_fetch_sub_explicit(&gone_counters[kind].count, 1, memory_order_relaxed);
@@ -597,11 +607,7 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
                 account_free_slow(key, val);
                 return true;
             }
-            kind_counters_t *kc = &c->k[OT_KIND_HOST];
-            bump(&kc->bytes, -(int64_t)val);
-            bump(&kc->count, -1);
-            c->unflushed -= (int64_t)val;
-            if (OT_UNLIKELY(c->unflushed <= -PEAK_GRANULE)) level_change(c, OT_KIND_HOST, 0);
+            count_free(c, OT_KIND_HOST, val);
             return true;
         }
     }
