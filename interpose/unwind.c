@@ -568,7 +568,8 @@ static inline uint64_t rule_for(uintptr_t ip)
 /* ------------------------------------------------------------------ the walk
  * A thread keeps the frames of its last walk, {ip, sp, bp} each, plus where the rule of each frame
  * read the caller's rbp from (0: not saved). The next walk steps frame by frame as usual until it
- * reaches a frame equal to a remembered one (same ip, sp and bp); from there it checks the
+ * reaches a frame equal to a remembered one (same ip and sp, and the same rbp where this frame's
+ * rbp matters: a CFA based on it, or an rbp its caller inherits); from there it checks the
  * remembered frames against the live stack instead of stepping: the return-address slot of every
  * frame still holds the remembered ip, every saved rbp the remembered value. That is exact, by
  * induction: a frame equal in (ip, sp, bp) has the same rule, hence the same CFA and slots, and
@@ -693,7 +694,8 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     }
                     unsigned ok = validate(old, j);
                     for (unsigned t = j; t < j + ok; t++) {
-                        if (raw < WALK_MAX) nw->f[raw++] = old->f[t];
+                        if (raw < WALK_MAX) nw->f[raw] = old->f[t];
+                        raw++; /* counted past WALK_MAX too: such a walk is not complete */
                         if (old->f[t].ip == 0) break;
                         if (skip) skip--;
                         else {

@@ -354,6 +354,36 @@ TEST(test_cfi_frame_kinds)
     EXPECT_EQ_U(f1 - f0, 0); /* every frame above was walked from its CFI, none by libunwind */
 }
 
+/* Deeper than the per-thread cache holds (skip + max beyond its 80 frames): the second capture
+ * joins the first at frame 0, uses what the cache holds and steps on from its end. */
+static OT_NOINLINE unsigned deep_pair(unsigned d, uintptr_t (*got)[OT_MAX_FRAMES], unsigned *n)
+{
+    if (d) {
+        unsigned r = deep_pair(d - 1, got, n);
+        BARRIER();
+        return r;
+    }
+    for (volatile int k = 0; k < 3; k++) {
+        n[k] = (k == 2 ? ot_stack_capture_exact : ot_stack_capture)(got[k], OT_MAX_FRAMES, 40);
+        BARRIER();
+    }
+    return n[0];
+}
+
+TEST(test_cfi_deeper_than_cache)
+{
+    uintptr_t got[3][OT_MAX_FRAMES];
+    unsigned n[3];
+    ot_unwind_attach(walk_mem[0]);
+    deep_pair(120, got, n);
+    ot_unwind_attach(NULL);
+    EXPECT_EQ_U(n[0], OT_MAX_FRAMES);
+    for (int k = 0; k < 2; k++) {
+        EXPECT_EQ_U(n[k], n[2]);
+        for (unsigned i = 0; i < n[k] && i < n[2]; i++) EXPECT_EQ_U(got[k][i], got[2][i]);
+    }
+}
+
 /* Two callers reach one capture function at the same stack depth: the capture's own frame is the
  * same (ip, sp) both times, the frames above it are not. */
 static OT_NOINLINE unsigned leaf_capture(uintptr_t *ips)
@@ -458,4 +488,4 @@ TEST(test_cost_20_frames)
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
-          test_cfi_frame_kinds, test_cfi_cache_parts, test_cfi_threads, test_cost_20_frames)
+          test_cfi_frame_kinds, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_threads, test_cost_20_frames)
