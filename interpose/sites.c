@@ -83,19 +83,27 @@ static bool same_site(site_t *s, uint64_t h, const uintptr_t *ips, unsigned dept
     return true;
 }
 
+/* An index entry is the site id (OT_SITE_BITS) with 12 more bits of the stack's hash above it, so
+ * that a probe passing over other stacks rarely has to read their site_t (a cache miss each). The
+ * tag bits are not the ones that chose the position. 0 is an empty slot (ids start at 1). */
+#define TAG_SHIFT OT_SITE_BITS
+#define ID_MASK ((1u << OT_SITE_BITS) - 1)
+static inline uint32_t tag_of(uint64_t h) { return (uint32_t)(h >> 8) & (0xffffffffu >> TAG_SHIFT); }
+
 /* Looks the stack up in one level; returns its id, or 0 with *empty_pos at the first free slot. */
 static uint32_t find_in_level(_Atomic uint32_t *idx, unsigned bits, uint64_t h, const uintptr_t *ips, unsigned depth,
                               unsigned kind, int device, uint32_t *empty_pos)
 {
-    uint32_t mask = (1u << bits) - 1, pos = (uint32_t)(h >> (64 - bits));
+    uint32_t mask = (1u << bits) - 1, pos = (uint32_t)(h >> (64 - bits)), tag = tag_of(h);
     for (uint32_t probes = 0; probes <= mask; probes++, pos = (pos + 1) & mask) {
-        uint32_t id = atomic_load_explicit(&idx[pos], memory_order_acquire);
-        if (!id) {
+        uint32_t e = atomic_load_explicit(&idx[pos], memory_order_acquire);
+        if (!e) {
             *empty_pos = pos;
             return 0;
         }
-        site_t *s = site_slot(id, false);
-        if (s && same_site(s, h, ips, depth, kind, device)) return id;
+        if ((e >> TAG_SHIFT) != tag) continue;
+        site_t *s = site_slot(e & ID_MASK, false);
+        if (s && same_site(s, h, ips, depth, kind, device)) return e & ID_MASK;
     }
     *empty_pos = UINT32_MAX;
     return 0;
@@ -140,8 +148,8 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
             /* Publish. If another thread filled this slot first, look again: it may be our stack
              * (then our prepared id is withdrawn) or another one (keep probing). */
             uint32_t expected = 0;
-            if (atomic_compare_exchange_strong_explicit(&idx[pos], &expected, mine, memory_order_acq_rel,
-                                                        memory_order_acquire)) {
+            if (atomic_compare_exchange_strong_explicit(&idx[pos], &expected, mine | tag_of(h) << TAG_SHIFT,
+                                                        memory_order_acq_rel, memory_order_acquire)) {
                 atomic_fetch_add_explicit(&levels[l].used, 1, memory_order_relaxed);
                 return mine;
             }
