@@ -592,6 +592,14 @@ static OT_NOINLINE void account_free_slow(uint64_t key, uint64_t val)
     account_free(key, val, NULL, NULL);
 }
 
+static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)
+{
+    uint64_t val;
+    if (!locate_elsewhere(key, &val, true, own)) return false;
+    account_free(key, val, NULL, NULL);
+    return true;
+}
+
 /* A host free whose record is in this thread's nursery (the common case); blocks with a call site
  * or a huge size are accounted out of line. */
 OT_NOINLINE bool ot_live_forget_host(uint64_t key)
@@ -612,6 +620,9 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
             count_free(c, OT_KIND_HOST, val);
             return true;
         }
+        /* Not in our nursery (a long-lived block in the table, or another thread's block): look
+         * everywhere else, without looking here again. */
+        return forget_elsewhere(key, c->nursery);
     }
     return ot_live_forget(key, NULL, NULL);
 }
