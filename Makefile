@@ -71,7 +71,7 @@ $(B)/tests/asan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) | $(B)/.deps
 
 # Targets: tiny programs run under the preload. Built with debug info but no -rdynamic, so their
 # own function names must come from the symbol table, as in real binaries.
-$(B)/targets/%: tests/targets/%.c | $(B)/.deps
+$(B)/targets/%: tests/targets/%.c tests/targets/*.h | $(B)/.deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Iinclude $< -o $@ -lpthread -ldl
 

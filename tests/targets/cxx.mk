@@ -7,7 +7,7 @@ CXX_TARGET_SRCS := $(sort $(wildcard tests/targets/*.cc))
 CXX_TARGET_BINS := $(CXX_TARGET_SRCS:tests/targets/%.cc=$(B)/targets/%)
 TARGET_LIB_CFLAGS := -std=gnu11 -D_GNU_SOURCE -DOT_SHARED_LIB -O1 -g -Wall -fPIC -shared -Iinclude
 
-$(B)/targets/%: tests/targets/%.cc include/oomtrace.h | $(B)/.deps
+$(B)/targets/%: tests/targets/%.cc tests/targets/*.h include/oomtrace.h | $(B)/.deps
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -O1 -g -Wall -Iinclude $< -o $@ -lpthread -ldl
 

@@ -8,17 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static long vm_size_bytes(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmSize:", 7)) kb = atol(line + 7);
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
+#include "cap_as.h"
 
 static __attribute__((noinline)) void *child_big_alloc(size_t n)
 {
@@ -34,10 +24,7 @@ int main(void)
     pid_t pid = fork();
     if (pid < 0) { perror("fork"); return 1; }
     if (pid == 0) {
-        long vm = vm_size_bytes();
-        if (vm < 0) { printf("child cannot read VmSize\n"); _exit(3); }
-        struct rlimit rl = {(rlim_t)vm + (64 << 20), (rlim_t)vm + (64 << 20)};
-        if (setrlimit(RLIMIT_AS, &rl)) { perror("setrlimit"); _exit(3); }
+        if (cap_address_space(64L << 20)) _exit(3);
         void *p = child_big_alloc((size_t)1 << 30);
         printf("child pid %d malloc %s\n", (int)getpid(), p ? "succeeded" : "failed");
         fflush(stdout);

@@ -10,20 +10,10 @@
 #include <new>
 #include <sys/resource.h>
 
+#include "cap_as.h"
+
 static char *reserve;
 static int handler_calls;
-
-static long vm_size_bytes()
-{
-    FILE *f = std::fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    if (!f) return -1;
-    while (std::fgets(line, sizeof line, f))
-        if (!std::strncmp(line, "VmSize:", 7)) kb = std::atol(line + 7);
-    std::fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
 
 static void release_reserve()
 {
@@ -56,11 +46,8 @@ int main(int argc, char **argv)
     if (!std::strcmp(mode, "recover")) {
         reserve = new char[64 << 20];
         std::memset(reserve, 1, 4096);
-        long vm = vm_size_bytes();
-        if (vm < 0) return 3;
         // 60 MiB of headroom: 100 MiB fails; with the 64 MiB reserve given back it fits.
-        struct rlimit rl = {(rlim_t)vm + (60 << 20), (rlim_t)vm + (60 << 20)};
-        if (setrlimit(RLIMIT_AS, &rl)) { std::perror("setrlimit"); return 3; }
+        if (cap_address_space(60L << 20)) return 3;
         std::set_new_handler(release_reserve);
         try {
             char *big = grow_buffer(100u << 20);
