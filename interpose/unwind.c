@@ -588,13 +588,16 @@ typedef struct {
 typedef struct {
     uint32_t n;        /* frames remembered */
     uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
-    /* For a complete walk, the same checks as validate(buf, 0) in a flat list of {address, value}
-     * (every return-address slot, and the saved rbp values that matter), and its return addresses
-     * in a row: the loop case, the same stack again, costs a few instructions per frame. */
+    /* Derived from f[] when the walk ends (build_checks), for validate: the checks in a flat list
+     * of {address, value} (every return-address slot, and each saved rbp that matters), first[t]
+     * the first check of the step from frame t to t + 1, frame[c] the frame check c vouches for;
+     * and the return addresses in a row. The loop case, the same stack again, then costs a load
+     * and a compare per check and a copy per frame. */
     uint32_t nchk, nips;
     struct {
         uintptr_t at, val;
     } chk[2 * WALK_MAX];
+    uint16_t first[WALK_MAX], frame[2 * WALK_MAX];
     uintptr_t ips[WALK_MAX];
     wframe_t f[WALK_MAX];
 } wbuf_t;
@@ -618,27 +621,18 @@ void ot_unwind_attach(void *mem)
     t_walk = w;
 }
 
-/* Frames old->f[j..] checked against the stack; returns how many hold, from j on. */
-static inline unsigned validate(const wbuf_t *old, unsigned j)
-{
-    unsigned t = j;
-    for (; t + 1 < old->n; t++) {
-        const wframe_t *a = &old->f[t], *b = &old->f[t + 1];
-        if (*(const uintptr_t *)(b->sp - 8) != b->ip) break;
-        if (a->bpaddr && b->bprel && *(const uintptr_t *)a->bpaddr != b->bp) break;
-    }
-    return t + 1 - j;
-}
-
 static void build_checks(wbuf_t *b)
 {
     unsigned c = 0, k = 0;
     for (unsigned t = 0; t < b->n; t++) {
+        b->first[t] = (uint16_t)c;
         if (b->f[t].ip) b->ips[k++] = b->f[t].ip;
         if (t + 1 == b->n) break;
+        b->frame[c] = (uint16_t)(t + 1);
         b->chk[c].at = b->f[t + 1].sp - 8;
         b->chk[c++].val = b->f[t + 1].ip;
         if (b->f[t].bpaddr && b->f[t + 1].bprel) {
+            b->frame[c] = (uint16_t)(t + 1);
             b->chk[c].at = b->f[t].bpaddr;
             b->chk[c++].val = b->f[t + 1].bp;
         }
@@ -647,11 +641,20 @@ static void build_checks(wbuf_t *b)
     b->nips = k;
 }
 
+/* Frames old->f[j..] checked against the stack (frame j itself is already known to hold);
+ * returns how many hold, from j on. */
+static inline unsigned validate(const wbuf_t *old, unsigned j)
+{
+    unsigned c = old->first[j];
+    while (c < old->nchk && *(const uintptr_t *)old->chk[c].at == old->chk[c].val) c++;
+    return (c == old->nchk ? old->n : old->frame[c]) - j;
+}
+
 static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete)
 {
     nw->n = n;
     nw->complete = complete;
-    if (complete) build_checks(nw);
+    build_checks(nw);
     w->cur ^= 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
@@ -680,19 +683,14 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
             if (j < old->n && old->f[j].sp == sp) {
                 const wframe_t *o = &old->f[j];
                 if (o->ip == ip && (o->bp == bp || !o->bprel)) {
-                    if (raw == 0 && j == 0 && old->complete) {
-                        /* The very same stack as last time (a loop)? Then emit it and keep the
-                         * buffer. The checks are validate(old, 0), flattened. */
-                        unsigned c = 0;
-                        while (c < old->nchk && *(const uintptr_t *)old->chk[c].at == old->chk[c].val) c++;
-                        if (c == old->nchk) {
-                            for (unsigned t = skip; t < old->nips && n < max; t++) ips[n++] = old->ips[t];
-                            __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                            w->busy = 0;
-                            return (int)n;
-                        }
-                    }
                     unsigned ok = validate(old, j);
+                    if (raw == 0 && j == 0 && ok == old->n && old->complete) {
+                        /* The very same stack as last time (a loop): emit it, keep the buffer. */
+                        for (unsigned t = skip; t < old->nips && n < max; t++) ips[n++] = old->ips[t];
+                        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                        w->busy = 0;
+                        return (int)n;
+                    }
                     for (unsigned t = j; t < j + ok; t++) {
                         if (raw < WALK_MAX) nw->f[raw] = old->f[t];
                         raw++; /* counted past WALK_MAX too: such a walk is not complete */
