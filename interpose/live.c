@@ -606,13 +606,8 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
 {
     thread_counters_t *c = my_counters;
     if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) {
-        __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
-        int way = atomic_load_explicit(&w[0].key, memory_order_relaxed) == key   ? 0
-                  : atomic_load_explicit(&w[1].key, memory_order_relaxed) == key ? 1
-                                                                                 : -1;
-        if (OT_LIKELY(way >= 0)) {
-            uint64_t val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
-            atomic_store_explicit(&w[way].key, 0, memory_order_release);
+        uint64_t val;
+        if (OT_LIKELY(nursery_get(c->nursery, key, &val, true))) {
             if (OT_UNLIKELY(val >= OT_SIZE_BIG)) { /* a call site, another kind or a huge block */
                 account_free_slow(key, val);
                 return true;
