@@ -7,7 +7,7 @@ CXX ?= g++
 DBL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wno-unused-parameter -fPIC -fvisibility=hidden \
     -Iinterpose -Itests/doubles/include
 CT_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Iinclude -Iinterpose -Itests/doubles/include
-DBL_HDRS := interpose/cuda_abi.h $(wildcard tests/doubles/include/*.h)
+DBL_HDRS := interpose/cuda_abi.h tests/doubles/fake_env.h $(wildcard tests/doubles/include/*.h)
 
 DOUBLES := $(DBL)/libcuda.so.1 $(DBL)/libfakecudart.so $(DBL)/libfakecudart.a $(DBL)/libnvidia-ml.so.1
 

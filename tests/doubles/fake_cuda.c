@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cuda.h"
+#include "fake_env.h"
 
 #define API __attribute__((visibility("default")))
 #define MAX_DEV 8
@@ -61,22 +62,6 @@ static struct block {
     int dev;
     block_kind_t kind;
 } blocks[MAX_BLOCKS];
-
-static unsigned long long env_size(const char *name, unsigned long long dflt)
-{
-    const char *s = getenv(name);
-    if (!s || !*s) return dflt;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'T': case 't': v <<= 10; /* fallthrough */
-    case 'G': case 'g': v <<= 10; /* fallthrough */
-    case 'M': case 'm': v <<= 10; /* fallthrough */
-    case 'K': case 'k': v <<= 10; break;
-    default: break;
-    }
-    return v;
-}
 
 static void load_cfg(void)
 {

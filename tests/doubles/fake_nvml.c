@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cuda_abi.h"
+#include "fake_env.h"
 
 #define API __attribute__((visibility("default")))
 #define MAX_PROCS 80
@@ -24,22 +25,6 @@ static int inited;
 static struct nvmlDevice_st {
     int index;
 } devs[8];
-
-static unsigned long long env_size(const char *name, unsigned long long dflt)
-{
-    const char *s = getenv(name);
-    if (!s || !*s) return dflt;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'T': case 't': v <<= 10; /* fallthrough */
-    case 'G': case 'g': v <<= 10; /* fallthrough */
-    case 'M': case 'm': v <<= 10; /* fallthrough */
-    case 'K': case 'k': v <<= 10; break;
-    default: break;
-    }
-    return v;
-}
 
 static int dev_count(void) { int n = (int)env_size("OT_FAKE_GPU_COUNT", 1); return n > 8 ? 8 : n; }
 
