@@ -76,6 +76,20 @@ static void dump(const uintptr_t *ips, unsigned n)
     }
 }
 
+/* Whether two captures are the same frames; prints both when they are not. */
+static bool same_stack(const uintptr_t *a, unsigned na, const uintptr_t *b, unsigned nb)
+{
+    bool same = na == nb;
+    for (unsigned i = 0; same && i < na; i++) same = a[i] == b[i];
+    if (!same) {
+        printf("  CFI walker / first capture:\n");
+        dump(a, na);
+        printf("  libunwind / second capture:\n");
+        dump(b, nb);
+    }
+    return same;
+}
+
 static void check_chain(capture_fn fn, const char *outer)
 {
     run_chain(fn, OT_MAX_FRAMES, 0);
@@ -120,8 +134,7 @@ TEST(test_fast_equals_exact)
         n[k] = chain.n;
         memcpy(got[k], chain.ips, sizeof got[k]);
     }
-    EXPECT_EQ_U(n[0], n[1]);
-    for (unsigned i = 0; i < n[0] && i < n[1]; i++) EXPECT_EQ_U(got[0][i], got[1][i]);
+    EXPECT(same_stack(got[0], n[0], got[1], n[1]));
 }
 
 TEST(test_skip)
@@ -286,15 +299,7 @@ static OT_NOINLINE bool both_agree(void)
         n[k] = (k ? ot_stack_capture_exact : ot_stack_capture)(got[k], OT_MAX_FRAMES, 0);
         BARRIER();
     }
-    bool same = n[0] == n[1] && n[0] >= 3;
-    for (unsigned i = 0; same && i < n[0]; i++) same = got[0][i] == got[1][i];
-    if (!same) {
-        printf("  cfi walker:\n");
-        dump(got[0], n[0]);
-        printf("  libunwind:\n");
-        dump(got[1], n[1]);
-    }
-    return same;
+    return n[0] >= 3 && same_stack(got[0], n[0], got[1], n[1]);
 }
 
 static __thread volatile unsigned sink; /* per thread: test_cfi_threads */
@@ -379,8 +384,7 @@ TEST(test_cfi_deeper_than_cache)
     ot_unwind_attach(NULL);
     EXPECT_EQ_U(n[0], OT_MAX_FRAMES);
     for (int k = 0; k < 2; k++) {
-        EXPECT_EQ_U(n[k], n[2]);
-        for (unsigned i = 0; i < n[k] && i < n[2]; i++) EXPECT_EQ_U(got[k][i], got[2][i]);
+        EXPECT(same_stack(got[k], n[k], got[2], n[2]));
     }
 }
 
