@@ -200,6 +200,17 @@ static uint64_t vmm_key(CUmemGenericAllocationHandle h) { return OT_KEY_VMM_TAG 
     if (OT_UNLIKELY(!real_)) return missing(v_);                                                \
     ot_cuda_drv_depth++
 #define DRV_END() ot_cuda_drv_depth--
+/* After the real call of an allocation: record the block (`ok`: its pointer may be read) or report
+ * the failure. A macro like the others: record() and fail() count the hook's own frame. */
+#define DRV_ALLOC_DONE(api, ok, keyexpr, rec_size, fail_size, kind, note)                       \
+    do {                                                                                        \
+        if (track_) {                                                                           \
+            if (r == CUDA_SUCCESS && (ok))                                                      \
+                record((keyexpr), (rec_size), (kind), ot_cuda_current_device());               \
+            else if (worth_report(r, (fail_size)))                                              \
+                fail((api), r, (fail_size), ot_cuda_current_device(), (note));                  \
+        }                                                                                       \
+    } while (0)
 #define OT_HOOK __attribute__((visibility("hidden")))
 #define OT_ALIAS(sym) extern __typeof__(ot_cu_w_##sym) sym __attribute__((alias("ot_cu_w_" #sym), visibility("default")))
 
@@ -210,10 +221,7 @@ OT_HOOK CUresult ot_cu_w_cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     DRV_BEGIN(cuMemAlloc);
     CUresult r = real_(dptr, bytesize);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && dptr) record(*dptr, bytesize, OT_KIND_DEVICE, ot_cuda_current_device());
-        else if (worth_report(r, bytesize)) fail("cuMemAlloc", r, bytesize, ot_cuda_current_device(), NULL);
-    }
+    DRV_ALLOC_DONE("cuMemAlloc", dptr, *dptr, bytesize, bytesize, OT_KIND_DEVICE, NULL);
     return r;
 }
 OT_ALIAS(cuMemAlloc);
@@ -223,10 +231,7 @@ OT_HOOK CUresult ot_cu_w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     DRV_BEGIN(cuMemAlloc_v2);
     CUresult r = real_(dptr, bytesize);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && dptr) record(*dptr, bytesize, OT_KIND_DEVICE, ot_cuda_current_device());
-        else if (worth_report(r, bytesize)) fail("cuMemAlloc_v2", r, bytesize, ot_cuda_current_device(), NULL);
-    }
+    DRV_ALLOC_DONE("cuMemAlloc_v2", dptr, *dptr, bytesize, bytesize, OT_KIND_DEVICE, NULL);
     return r;
 }
 OT_ALIAS(cuMemAlloc_v2);
@@ -237,13 +242,9 @@ OT_HOOK CUresult ot_cu_w_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPi
     DRV_BEGIN(cuMemAllocPitch);
     CUresult r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     DRV_END();
-    if (track_) {
-        /* The size is what the driver padded each row to, not what was asked for. */
-        if (r == CUDA_SUCCESS && dptr && pPitch)
-            record(*dptr, (uint64_t)*pPitch * Height, OT_KIND_DEVICE, ot_cuda_current_device());
-        else if (worth_report(r, (uint64_t)WidthInBytes * Height))
-            fail("cuMemAllocPitch", r, (uint64_t)WidthInBytes * Height, ot_cuda_current_device(), "pitched: width x height");
-    }
+    /* The size recorded is what the driver padded each row to, not what was asked for. */
+    DRV_ALLOC_DONE("cuMemAllocPitch", dptr && pPitch, *dptr, (uint64_t)*pPitch * Height,
+                   (uint64_t)WidthInBytes * Height, OT_KIND_DEVICE, "pitched: width x height");
     return r;
 }
 OT_ALIAS(cuMemAllocPitch);
@@ -254,13 +255,8 @@ OT_HOOK CUresult ot_cu_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, s
     DRV_BEGIN(cuMemAllocPitch_v2);
     CUresult r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && dptr && pPitch)
-            record(*dptr, (uint64_t)*pPitch * Height, OT_KIND_DEVICE, ot_cuda_current_device());
-        else if (worth_report(r, (uint64_t)WidthInBytes * Height))
-            fail("cuMemAllocPitch_v2", r, (uint64_t)WidthInBytes * Height, ot_cuda_current_device(),
-                 "pitched: width x height");
-    }
+    DRV_ALLOC_DONE("cuMemAllocPitch_v2", dptr && pPitch, *dptr, (uint64_t)*pPitch * Height,
+                   (uint64_t)WidthInBytes * Height, OT_KIND_DEVICE, "pitched: width x height");
     return r;
 }
 OT_ALIAS(cuMemAllocPitch_v2);
@@ -270,10 +266,7 @@ OT_HOOK CUresult ot_cu_w_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, u
     DRV_BEGIN(cuMemAllocManaged);
     CUresult r = real_(dptr, bytesize, flags);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && dptr) record(*dptr, bytesize, OT_KIND_MANAGED, ot_cuda_current_device());
-        else if (worth_report(r, bytesize)) fail("cuMemAllocManaged", r, bytesize, ot_cuda_current_device(), NULL);
-    }
+    DRV_ALLOC_DONE("cuMemAllocManaged", dptr, *dptr, bytesize, bytesize, OT_KIND_MANAGED, NULL);
     return r;
 }
 OT_ALIAS(cuMemAllocManaged);
@@ -302,11 +295,8 @@ OT_HOOK CUresult ot_cu_w_cuMemAllocHost(void **pp, unsigned int bytesize)
     DRV_BEGIN(cuMemAllocHost);
     CUresult r = real_(pp, bytesize);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && pp) record((uintptr_t)*pp, bytesize, OT_KIND_PINNED, ot_cuda_current_device());
-        else if (worth_report(r, bytesize))
-            fail("cuMemAllocHost", r, bytesize, ot_cuda_current_device(), "page-locked host memory");
-    }
+    DRV_ALLOC_DONE("cuMemAllocHost", pp, (uintptr_t)*pp, bytesize, bytesize, OT_KIND_PINNED,
+                   "page-locked host memory");
     return r;
 }
 OT_ALIAS(cuMemAllocHost);
@@ -316,11 +306,8 @@ OT_HOOK CUresult ot_cu_w_cuMemAllocHost_v2(void **pp, size_t bytesize)
     DRV_BEGIN(cuMemAllocHost_v2);
     CUresult r = real_(pp, bytesize);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && pp) record((uintptr_t)*pp, bytesize, OT_KIND_PINNED, ot_cuda_current_device());
-        else if (worth_report(r, bytesize))
-            fail("cuMemAllocHost_v2", r, bytesize, ot_cuda_current_device(), "page-locked host memory");
-    }
+    DRV_ALLOC_DONE("cuMemAllocHost_v2", pp, (uintptr_t)*pp, bytesize, bytesize, OT_KIND_PINNED,
+                   "page-locked host memory");
     return r;
 }
 OT_ALIAS(cuMemAllocHost_v2);
@@ -330,11 +317,8 @@ OT_HOOK CUresult ot_cu_w_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int
     DRV_BEGIN(cuMemHostAlloc);
     CUresult r = real_(pp, bytesize, Flags);
     DRV_END();
-    if (track_) {
-        if (r == CUDA_SUCCESS && pp) record((uintptr_t)*pp, bytesize, OT_KIND_PINNED, ot_cuda_current_device());
-        else if (worth_report(r, bytesize))
-            fail("cuMemHostAlloc", r, bytesize, ot_cuda_current_device(), "page-locked host memory");
-    }
+    DRV_ALLOC_DONE("cuMemHostAlloc", pp, (uintptr_t)*pp, bytesize, bytesize, OT_KIND_PINNED,
+                   "page-locked host memory");
     return r;
 }
 OT_ALIAS(cuMemHostAlloc);
