@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "live_fast.h"
 
 typedef void *(*malloc_fn)(size_t);
 typedef void (*free_fn)(void *);
@@ -122,7 +123,7 @@ static OT_NOINLINE void fail(const char *api, uint64_t size, uint64_t count, uin
  * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
-    ot_live_record_host((uintptr_t)p, n);
+    if (!ot_live_record_host_fast((uintptr_t)p, n)) ot_live_record_host((uintptr_t)p, n);
 }
 
 OT_EXPORT void *malloc(size_t n)
@@ -143,7 +144,8 @@ OT_EXPORT void free(void *p)
     /* Forget before the real free: afterwards another thread may be handed the same address.
      * Done even inside our own nested calls (e.g. a CUDA runtime freeing, during cudaMalloc, a
      * block it allocated earlier): forgetting allocates nothing, and a miss is harmless. */
-    if (OT_LIKELY(ot_state.initialized == 2)) ot_live_forget_host((uintptr_t)p); /* keeps errno */
+    if (OT_LIKELY(ot_state.initialized == 2) && !ot_live_forget_host_fast((uintptr_t)p))
+        ot_live_forget_host((uintptr_t)p); /* keeps errno */
     real.free(p);
 }
 

@@ -23,48 +23,14 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "live_fast.h"
 
-typedef struct {
-    _Atomic int64_t bytes, count;
-    _Atomic uint64_t total_bytes, total_count;
-} kind_counters_t; /* one kind's counters share a cache line: the hot path touches one line */
-
-typedef struct thread_counters {
-    /* Written only by the owning thread (relaxed atomics so that readers summing them are not racy). */
-    kind_counters_t k[OT_KIND_COUNT];
-    int64_t unflushed;         /* host bytes not yet folded into the approximate global level */
-    int64_t sample_left;       /* bytes until the next sampled small allocation */
-    uint64_t rng;
-    _Atomic int in_use;
-    struct nursery *nursery;
-    uint32_t nid;
-    /* The last stack this thread interned: loops allocate from the same stack over and over. */
-    uint32_t last_site, last_depth, last_kind;
-    int32_t last_device;
-    uintptr_t last_ips[OT_MAX_FRAMES];
-    void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
-    uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
-    struct thread_counters *next;
-} thread_counters_t;
-
-#define NURSERY_SETS 1024 /* x 2 ways x 16 bytes = 32 KiB per thread */
-#define MAX_NURSERIES 4096
-typedef struct nursery {
-    struct {
-        _Atomic uint64_t key, val;
-    } slot[NURSERY_SETS][2];
-} nursery_t;
 static _Atomic(nursery_t *) nurseries[MAX_NURSERIES]; /* set once per id, after the id is taken */
-static _Atomic uint32_t n_nurseries;
+_Atomic uint32_t ot_n_nurseries;
+#define n_nurseries ot_n_nurseries
 /* Which nursery last recorded a block of this hash: where a cross-thread free looks first. */
 #define HINT_BITS 16
-#define HINT_MIN_THREADS 8
 static _Atomic uint16_t owner_hint[1u << HINT_BITS];
-
-static inline unsigned nursery_set(uint64_t k)
-{
-    return (unsigned)(((k >> 4) ^ (k >> 14) ^ (k >> 27)) & (NURSERY_SETS - 1));
-}
 
 static inline unsigned hint_index(uint64_t k)
 {
@@ -72,14 +38,11 @@ static inline unsigned hint_index(uint64_t k)
 }
 
 static _Atomic(thread_counters_t *) all_threads;
-static OT_TLS thread_counters_t *my_counters;
+OT_TLS thread_counters_t *ot_my_counters;
+#define my_counters ot_my_counters
 static pthread_key_t counters_key;
 static _Atomic int key_ready;
 
-/* The peak is tracked on an approximate running level that each thread updates every
- * PEAK_GRANULE bytes of change (and at once for big blocks), so it is exact to within
- * PEAK_GRANULE per thread; reports also fold in the exact level at the time of the report. */
-#define PEAK_GRANULE (256 * 1024)
 static _Atomic int64_t approx_level[2];
 static _Atomic uint64_t peak_level[2];
 
@@ -206,16 +169,6 @@ static inline thread_counters_t *counters(void)
     return thread_gone ? NULL : counters_first_time();
 }
 
-static inline void bump(_Atomic int64_t *v, int64_t d)
-{
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
-}
-
-static inline void bumpu(_Atomic uint64_t *v, uint64_t d)
-{
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
-}
-
 static void raise_peak(int cls, int64_t level)
 {
     uint64_t p = atomic_load_explicit(&peak_level[cls], memory_order_relaxed);
@@ -225,40 +178,10 @@ static void raise_peak(int cls, int64_t level)
     }
 }
 
-static OT_NOINLINE void level_flush(int cls, int64_t delta)
+OT_NOINLINE void ot_live_level_flush(int cls, int64_t delta)
 {
     int64_t now = atomic_fetch_add_explicit(&approx_level[cls], delta, memory_order_relaxed) + delta;
     if (delta > 0) raise_peak(cls, now);
-}
-
-static inline __attribute__((always_inline)) void level_change(thread_counters_t *c, unsigned kind, int64_t delta)
-{
-    int cls = ot_kind_is_device(kind);
-    if (cls == 0) {
-        c->unflushed += delta;
-        if (OT_LIKELY(c->unflushed < PEAK_GRANULE && c->unflushed > -PEAK_GRANULE)) return;
-        delta = c->unflushed;
-        c->unflushed = 0;
-    }
-    level_flush(cls, delta);
-}
-
-/* A block of `size` becomes live / stops being live on this thread's counters. */
-static inline __attribute__((always_inline)) void count_alloc(thread_counters_t *c, unsigned kind, uint64_t size)
-{
-    kind_counters_t *kc = &c->k[kind];
-    bump(&kc->bytes, (int64_t)size);
-    bump(&kc->count, 1);
-    bumpu(&kc->total_bytes, size);
-    bumpu(&kc->total_count, 1);
-    level_change(c, kind, (int64_t)size);
-}
-
-static inline __attribute__((always_inline)) void count_free(thread_counters_t *c, unsigned kind, uint64_t size)
-{
-    bump(&c->k[kind].bytes, -(int64_t)size);
-    bump(&c->k[kind].count, -1);
-    level_change(c, kind, -(int64_t)size);
 }
 
 /* Weight of a sampled block: its size divided by the probability that the byte sampler picked
@@ -541,30 +464,10 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
     __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
 }
 
-/* A host malloc in the common case: a thread with a nursery, a block below the full-stack size and
- * not sampled, a set with a free way, few threads. Small enough to need no saved registers; every
- * other case goes to record_general. (It repeats the free-way case of nursery_put on purpose:
- * calling nursery_put here, with its stale-record and eviction branches, costs six saved registers
- * and ~15 instructions per malloc: measured with callgrind on small_churn.) */
+/* A host malloc (the hooks try ot_live_record_host_fast first; other callers come straight here). */
 OT_NOINLINE void ot_live_record_host(uint64_t key, uint64_t size)
 {
-    thread_counters_t *c = my_counters;
-    if (OT_LIKELY(c != NULL) && OT_LIKELY(ot_opt.stacks == OT_STACKS_SAMPLED) &&
-        OT_LIKELY(size < ot_opt.stack_min_bytes) && OT_LIKELY(size < OT_SIZE_BIG) && OT_LIKELY(c->nursery != NULL)) {
-        int64_t left = c->sample_left - (int64_t)size;
-        __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
-        uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
-        uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
-        int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
-        if (OT_LIKELY(left > 0 && way >= 0 && k0 != key && k1 != key &&
-                      atomic_load_explicit(&n_nurseries, memory_order_relaxed) <= HINT_MIN_THREADS)) {
-            c->sample_left = left;
-            atomic_store_explicit(&w[way].val, size, memory_order_relaxed); /* ot_pack(size, HOST, 0) */
-            atomic_store_explicit(&w[way].key, key, memory_order_release);
-            count_alloc(c, OT_KIND_HOST, size);
-            return;
-        }
-    }
+    if (ot_live_record_host_fast(key, size)) return;
     record_general(key, size, OT_KIND_HOST, -1);
     __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
 }
@@ -579,8 +482,8 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (OT_LIKELY(c != NULL)) {
         count_free(c, kind, size);
     } else {
-        atomic_fetch_sub_explicit(&gone_counters[kind].bytes, (int64_t)size, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&gone_counters[kind].count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&gone_counters[kind].freed_bytes, size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&gone_counters[kind].freed_count, 1, memory_order_relaxed);
     }
     if (site) ot_sites_on_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
     if (size_out) *size_out = size;
@@ -646,13 +549,15 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out)
     int64_t b = 0, n = 0;
     uint64_t tb = 0, tn = 0;
     for (thread_counters_t *t = atomic_load_explicit(&all_threads, memory_order_acquire); t; t = t->next) {
-        b += atomic_load_explicit(&t->k[kind].bytes, memory_order_relaxed);
-        n += atomic_load_explicit(&t->k[kind].count, memory_order_relaxed);
-        tb += atomic_load_explicit(&t->k[kind].total_bytes, memory_order_relaxed);
-        tn += atomic_load_explicit(&t->k[kind].total_count, memory_order_relaxed);
+        uint64_t ab = atomic_load_explicit(&t->k[kind].total_bytes, memory_order_relaxed);
+        uint64_t an = atomic_load_explicit(&t->k[kind].total_count, memory_order_relaxed);
+        b += (int64_t)(ab - atomic_load_explicit(&t->k[kind].freed_bytes, memory_order_relaxed));
+        n += (int64_t)(an - atomic_load_explicit(&t->k[kind].freed_count, memory_order_relaxed));
+        tb += ab;
+        tn += an;
     }
-    b += atomic_load_explicit(&gone_counters[kind].bytes, memory_order_relaxed);
-    n += atomic_load_explicit(&gone_counters[kind].count, memory_order_relaxed);
+    b -= (int64_t)atomic_load_explicit(&gone_counters[kind].freed_bytes, memory_order_relaxed);
+    n -= (int64_t)atomic_load_explicit(&gone_counters[kind].freed_count, memory_order_relaxed);
     out->bytes = b > 0 ? (uint64_t)b : 0;
     out->count = n > 0 ? (uint64_t)n : 0;
     out->total_bytes = tb;

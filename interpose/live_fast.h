@@ -1,0 +1,143 @@
+/* The malloc/free fast path of live.c, inlined into the libc hooks: a block recorded in, or freed
+ * from, this thread's own nursery costs no call. Everything else goes to the out-of-line functions
+ * of live.c (ot_live_record_host, ot_live_forget_host), which redo these checks: the fast path
+ * changes nothing when it declines. Only live.c and hooks_libc.c include this. */
+#ifndef OOMTRACE_LIVE_FAST_H
+#define OOMTRACE_LIVE_FAST_H
+
+#include <stdatomic.h>
+
+#include "internal.h"
+
+static inline void bumpu(_Atomic uint64_t *v, uint64_t d)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
+/* Live = allocated - freed. Each is a running total that only grows, so a malloc bumps two counters
+ * and a free two others; a thread's difference may be negative (it freed other threads' blocks),
+ * the sum over all threads is exact. */
+typedef struct {
+    _Atomic uint64_t total_bytes, total_count; /* allocated on this thread */
+    _Atomic uint64_t freed_bytes, freed_count; /* freed on this thread, whoever allocated them */
+} kind_counters_t; /* one kind's counters share a cache line: the hot path touches one line */
+
+typedef struct thread_counters {
+    /* Written only by the owning thread (relaxed atomics so that readers summing them are not racy). */
+    kind_counters_t k[OT_KIND_COUNT];
+    int64_t flushed;           /* this thread's host level when last folded into the global level */
+    int64_t sample_left;       /* bytes until the next sampled small allocation */
+    uint64_t rng;
+    _Atomic int in_use;
+    struct nursery *nursery;
+    uint32_t nid;
+    /* The last stack this thread interned: loops allocate from the same stack over and over. */
+    uint32_t last_site, last_depth, last_kind;
+    int32_t last_device;
+    uintptr_t last_ips[OT_MAX_FRAMES];
+    void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
+    uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
+    struct thread_counters *next;
+} thread_counters_t;
+
+#define NURSERY_SETS 1024 /* x 2 ways x 16 bytes = 32 KiB per thread */
+#define MAX_NURSERIES 4096
+typedef struct nursery {
+    struct {
+        _Atomic uint64_t key, val;
+    } slot[NURSERY_SETS][2];
+} nursery_t;
+#define HINT_MIN_THREADS 8 /* up to this many nurseries, a cross-thread free searches them all */
+/* The peak is tracked on an approximate running level that each thread updates every
+ * PEAK_GRANULE bytes of change (and at once for device kinds), so it is exact to within
+ * PEAK_GRANULE per thread; reports also fold in the exact level at the time of the report. */
+#define PEAK_GRANULE (256 * 1024)
+
+extern OT_TLS thread_counters_t *ot_my_counters;
+extern _Atomic uint32_t ot_n_nurseries;
+void ot_live_level_flush(int cls, int64_t delta);
+
+static inline unsigned nursery_set(uint64_t k)
+{
+    return (unsigned)(((k >> 4) ^ (k >> 14) ^ (k >> 27)) & (NURSERY_SETS - 1));
+}
+
+/* Folds this thread's host level into the approximate global level once it moved PEAK_GRANULE
+ * away from what was folded last; device kinds are folded at once. */
+static inline __attribute__((always_inline)) void level_change(thread_counters_t *c, unsigned kind, int64_t delta,
+                                                                uint64_t allocated, uint64_t freed)
+{
+    int cls = ot_kind_is_device(kind);
+    if (cls == 0) {
+        int64_t level = (int64_t)(allocated - freed);
+        delta = level - c->flushed;
+        if (OT_LIKELY(delta < PEAK_GRANULE && delta > -PEAK_GRANULE)) return;
+        c->flushed = level;
+    }
+    ot_live_level_flush(cls, delta);
+}
+
+/* A block of `size` becomes live / stops being live on this thread's counters. */
+static inline __attribute__((always_inline)) void count_alloc(thread_counters_t *c, unsigned kind, uint64_t size)
+{
+    kind_counters_t *kc = &c->k[kind];
+    uint64_t tb = atomic_load_explicit(&kc->total_bytes, memory_order_relaxed) + size;
+    atomic_store_explicit(&kc->total_bytes, tb, memory_order_relaxed);
+    bumpu(&kc->total_count, 1);
+    level_change(c, kind, (int64_t)size, tb, atomic_load_explicit(&kc->freed_bytes, memory_order_relaxed));
+}
+
+static inline __attribute__((always_inline)) void count_free(thread_counters_t *c, unsigned kind, uint64_t size)
+{
+    kind_counters_t *kc = &c->k[kind];
+    uint64_t fb = atomic_load_explicit(&kc->freed_bytes, memory_order_relaxed) + size;
+    atomic_store_explicit(&kc->freed_bytes, fb, memory_order_relaxed);
+    bumpu(&kc->freed_count, 1);
+    level_change(c, kind, -(int64_t)size, atomic_load_explicit(&kc->total_bytes, memory_order_relaxed), fb);
+}
+
+/* A host malloc in the common case: a thread with a nursery, a block below the full-stack size and
+ * not sampled, a set with a free way, few threads. Returns false, having changed nothing, for every
+ * other case: the caller then calls ot_live_record_host. */
+static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)
+{
+    thread_counters_t *c = ot_my_counters;
+    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(ot_opt.stacks != OT_STACKS_SAMPLED) ||
+        OT_UNLIKELY(size >= ot_opt.stack_min_bytes) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL))
+        return false;
+    int64_t left = c->sample_left - (int64_t)size;
+    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
+    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
+    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
+    if (OT_UNLIKELY(left <= 0 || way < 0 || k0 == key || k1 == key ||
+                    atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
+        return false;
+    c->sample_left = left;
+    atomic_store_explicit(&w[way].val, size, memory_order_relaxed); /* ot_pack(size, HOST, 0) */
+    atomic_store_explicit(&w[way].key, key, memory_order_release);
+    count_alloc(c, OT_KIND_HOST, size);
+    return true;
+}
+
+/* A host free of a plain block (no call site, not huge) recorded in this thread's nursery: true
+ * once it is forgotten. False, having changed nothing, otherwise: the caller then calls
+ * ot_live_forget_host. */
+static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint64_t key)
+{
+    thread_counters_t *c = ot_my_counters;
+    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(c->nursery == NULL)) return false;
+    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
+    int way = atomic_load_explicit(&w[0].key, memory_order_acquire) == key   ? 0
+              : atomic_load_explicit(&w[1].key, memory_order_acquire) == key ? 1
+                                                                             : -1;
+    if (OT_UNLIKELY(way < 0)) return false;
+    uint64_t val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
+    if (OT_UNLIKELY(val >= OT_SIZE_BIG)) return false; /* a call site, another kind or a huge block */
+    /* The owner's take is a plain store: only the owner moves a way to the table. */
+    atomic_store_explicit(&w[way].key, 0, memory_order_release);
+    count_free(c, OT_KIND_HOST, val);
+    return true;
+}
+
+#endif
