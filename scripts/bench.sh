@@ -63,6 +63,7 @@ fi
 make -s all >&2 || { say "the library does not build; nothing measured"; exit 1; }
 bins=()
 for s in tests/bench/*.c; do bins+=("$BB/$(basename "$s" .c)"); done
+for s in tests/bench/ref/*.c; do bins+=("$BB/ref/$(basename "$s" .c).so"); done
 make -s "${bins[@]}" >&2 || { say "the bench programs do not build"; exit 1; }
 RUN=$(mktemp -d /tmp/oomtrace-bench.XXXXXX)
 trap 'rm -rf "$RUN"' EXIT
@@ -221,6 +222,11 @@ if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -g
 
 VARIANTS=(none default all)
 [ $use_ht = 1 ] && VARIANTS+=(heaptrack)
+# Floors for the default target, on small_churn only: a preload that only forwards, and one that
+# keeps the least an exact per-block record needs (tests/bench/ref). Lower bounds, not trackers.
+declare -A EXTRA_VARIANTS
+EXTRA_VARIANTS[small_churn]="forwarder ideal"
+variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 
 # The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
 command_for() { # workload variant -> prints the command line
@@ -234,6 +240,8 @@ command_for() { # workload variant -> prints the command line
         default) echo "$pinpfx$env$SNAP/oomtrace $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         all) echo "$pinpfx$env$SNAP/oomtrace --stacks=all $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         heaptrack) echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}" ;;
+        forwarder) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/forwarder.so ${PROG[$w]} ${ARGS[$w]}" ;;
+        ideal) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_record.so ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }
 
@@ -267,15 +275,16 @@ for w in $ALL_WORKLOADS; do
         say "$w: ${NOTE[$w]}"
         continue
     fi
-    for v in "${VARIANTS[@]}"; do
+    read -r -a wvars <<<"$(variants_of "$w")"
+    for v in "${wvars[@]}"; do
         printf '%s\t%s\t%s\n' "$w" "$v" "$(command_for "$w" "$v" | sed "s|$SNAP/|$B/|g; s|$RUN|/tmp/bench|g; s|$ROOT/||g")" >>"$CMDS"
     done
-    say "$w: ${WREPS[$w]} paired repetitions of: ${VARIANTS[*]}"
-    nv=${#VARIANTS[@]}
+    say "$w: ${WREPS[$w]} paired repetitions of: ${wvars[*]}"
+    nv=${#wvars[@]}
     for ((r = 1; r <= WREPS[$w]; r++)); do
         # Rotate the order inside each repetition, so that no variant always runs first (cold caches)
         # or right after the heaviest one.
-        for ((i = 0; i < nv; i++)); do run_one "$w" "${VARIANTS[(i + r - 1) % nv]}" "$r"; done
+        for ((i = 0; i < nv; i++)); do run_one "$w" "${wvars[(i + r - 1) % nv]}" "$r"; done
     done
 done
 

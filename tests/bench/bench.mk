@@ -12,3 +12,13 @@ $(B)/bench/%: tests/bench/%.c include/oomtrace.h | $(B)/.deps
 bench-bins: $(BENCH_BINS)
 
 .PHONY: bench-bins
+
+# Reference preloads for the small_churn floor rows (tests/bench/ref): not trackers, lower bounds.
+REF_SRCS := $(sort $(wildcard tests/bench/ref/*.c))
+REF_LIBS := $(REF_SRCS:tests/bench/ref/%.c=$(B)/bench/ref/%.so)
+
+$(B)/bench/ref/%.so: tests/bench/ref/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl
+
+bench-bins: $(REF_LIBS)
