@@ -129,11 +129,29 @@ static inline uint32_t ot_unpack_site(uint64_t v) { return (uint32_t)(v >> (OT_S
 #define OT_MAX_FRAMES 64
 unsigned ot_stack_capture(uintptr_t *ips, unsigned max, unsigned skip);
 unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsigned skip);
+/* The same, for a caller that maps stacks to something of its own (live.c: a call site) and
+ * calls from the same place over and over. note->tag (nonzero) names what the caller maps under
+ * (anything that changes its answer for the same stack). When this stack is exactly the thread's
+ * last walk and ot_stack_note_set attached a value to that walk under the same tag, note->hit is
+ * set, note->value returned and ips left unwritten; else ips are written and note->walk names the
+ * walk (0: none) for ot_stack_note_set. Returns the depth either way. max < 65536, skip < 65536. */
+typedef struct {
+    uint32_t tag;   /* in */
+    uint32_t hit;   /* out */
+    uint32_t value; /* out when hit */
+    uint32_t walk;  /* out when not hit */
+} ot_stack_note_t;
+unsigned ot_stack_capture_noted(uintptr_t *ips, uint32_t max_skip, ot_stack_note_t *note);
+#define OT_STACK_MAX_SKIP(max, skip) ((uint32_t)(max) | (uint32_t)(skip) << 16)
+/* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
+void ot_stack_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
 void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by address */
 /* unwind.c: the DWARF-CFI walker behind ot_stack_capture. Frame 0 is (ip, sp, bp); returns the
  * frames written, or -1 where it does not model a frame and libunwind must walk instead. */
-int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp);
+int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
+                   ot_stack_note_t *note);
+void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache (OT_UNWIND_CACHE_BYTES, owned by the caller; NULL: none). */
 #define OT_UNWIND_CACHE_BYTES 16384
@@ -227,7 +245,7 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
  * and this call must be always_inline). device: CUDA ordinal, -1 for host memory. Device kinds always get
  * a call site; host allocations get one by the sampling policy. */
 void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device);
-/* The same for a host block (malloc family), with a lean path for the common case. */
+/* The same for a host block (malloc family) that ot_live_record_host_fast (live_fast.h) declined. */
 void ot_live_record_host(uint64_t key, uint64_t size);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);

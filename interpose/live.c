@@ -411,6 +411,14 @@ static uint32_t intern_cached(thread_counters_t *c, const uintptr_t *ips, unsign
     return site;
 }
 
+/* What a call site found for a stack depends on besides the stack: a note made under another tag
+ * (another kind, device or depth limit) is not taken. 0: do not use notes. */
+static inline uint32_t note_tag(unsigned kind, int device)
+{
+    if (device < -1 || device > 4094 || kind > 127) return 0;
+    return 1u << 31 | (uint32_t)kind << 24 | (uint32_t)(device + 1) << 12 | (ot_opt.stack_depth & 0xfff);
+}
+
 /* Frames between ot_stack_capture's caller (record_general) and the hook: record_general itself,
  * ot_live_record or ot_live_record_host (both call it from a non-tail position), and the hook. */
 #define RECORD_SKIP 3
@@ -434,8 +442,20 @@ static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kin
         int e = errno;
         ot_in_hook++;
         uintptr_t ips[OT_MAX_FRAMES];
-        unsigned depth = ot_opt.stacks == OT_STACKS_NONE ? 0 : ot_stack_capture(ips, ot_opt.stack_depth, RECORD_SKIP);
-        site = intern_cached(c, ips, depth, kind, device);
+        if (ot_opt.stacks != OT_STACKS_NONE) {
+            /* A loop allocating from one place: the walker recognises the stack and hands back the
+             * site noted for it, without copying or comparing frames. */
+            ot_stack_note_t note = {.tag = note_tag(kind, device)};
+            unsigned depth = ot_stack_capture_noted(ips, OT_STACK_MAX_SKIP(ot_opt.stack_depth, RECORD_SKIP), &note);
+            if (note.hit) {
+                site = note.value;
+            } else {
+                site = intern_cached(c, ips, depth, kind, device);
+                if (site) ot_stack_note_set(note.walk, note.tag, site);
+            }
+        } else {
+            site = intern_cached(c, ips, 0, kind, device);
+        }
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
         ot_in_hook--;
         errno = e;
@@ -464,10 +484,9 @@ OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int 
     __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
 }
 
-/* A host malloc (the hooks try ot_live_record_host_fast first; other callers come straight here). */
+/* A host malloc that ot_live_record_host_fast declined. */
 OT_NOINLINE void ot_live_record_host(uint64_t key, uint64_t size)
 {
-    if (ot_live_record_host_fast(key, size)) return;
     record_general(key, size, OT_KIND_HOST, -1);
     __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
 }
@@ -490,7 +509,7 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (kind_out) *kind_out = kind;
 }
 
-static OT_NOINLINE void account_free_slow(uint64_t key, uint64_t val)
+OT_NOINLINE void ot_live_account_free(uint64_t key, uint64_t val)
 {
     account_free(key, val, NULL, NULL);
 }
@@ -512,7 +531,7 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
         uint64_t val;
         if (OT_LIKELY(nursery_get(c->nursery, key, &val, true))) {
             if (OT_UNLIKELY(val >= OT_SIZE_BIG)) { /* a call site, another kind or a huge block */
-                account_free_slow(key, val);
+                ot_live_account_free(key, val);
                 return true;
             }
             count_free(c, OT_KIND_HOST, val);

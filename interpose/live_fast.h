@@ -1,7 +1,7 @@
 /* The malloc/free fast path of live.c, inlined into the libc hooks: a block recorded in, or freed
  * from, this thread's own nursery costs no call. Everything else goes to the out-of-line functions
- * of live.c (ot_live_record_host, ot_live_forget_host), which redo these checks: the fast path
- * changes nothing when it declines. Only live.c and hooks_libc.c include this. */
+ * of live.c (ot_live_record_host, ot_live_forget_host); the fast path changes nothing when it
+ * declines. Only live.c and hooks_libc.c include this. */
 #ifndef OOMTRACE_LIVE_FAST_H
 #define OOMTRACE_LIVE_FAST_H
 
@@ -120,9 +120,10 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
     return true;
 }
 
-/* A host free of a plain block (no call site, not huge) recorded in this thread's nursery: true
- * once it is forgotten. False, having changed nothing, otherwise: the caller then calls
- * ot_live_forget_host. */
+void ot_live_account_free(uint64_t key, uint64_t val); /* a taken record with a site, or huge, or not host */
+
+/* A host free of a block recorded in this thread's nursery: true once it is forgotten. False,
+ * having changed nothing, otherwise: the caller then calls ot_live_forget_host. */
 static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint64_t key)
 {
     thread_counters_t *c = ot_my_counters;
@@ -133,10 +134,10 @@ static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint6
                                                                              : -1;
     if (OT_UNLIKELY(way < 0)) return false;
     uint64_t val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
-    if (OT_UNLIKELY(val >= OT_SIZE_BIG)) return false; /* a call site, another kind or a huge block */
     /* The owner's take is a plain store: only the owner moves a way to the table. */
     atomic_store_explicit(&w[way].key, 0, memory_order_release);
-    count_free(c, OT_KIND_HOST, val);
+    if (OT_UNLIKELY(val >= OT_SIZE_BIG)) ot_live_account_free(key, val); /* a call site, another kind or huge */
+    else count_free(c, OT_KIND_HOST, val);
     return true;
 }
 

@@ -43,6 +43,14 @@ static uint64_t hash_stack(const uintptr_t *ips, unsigned depth, unsigned kind, 
     return h ? h : 1;
 }
 
+/* The site of an id whose chunk exists (the allocation and free paths): no call, no creation. */
+static inline __attribute__((always_inline)) site_t *site_of(uint32_t id)
+{
+    uint32_t c = id >> CHUNK_SHIFT;
+    site_t *chunk = OT_LIKELY(c < MAX_CHUNKS) ? atomic_load_explicit(&chunks[c], memory_order_acquire) : NULL;
+    return OT_LIKELY(chunk != NULL) ? &chunk[id & (CHUNK_SITES - 1)] : NULL;
+}
+
 static site_t *site_slot(uint32_t id, bool create)
 {
     uint32_t c = id >> CHUNK_SHIFT;
@@ -163,7 +171,7 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
 
 void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
 {
-    site_t *s = site_slot(id, false);
+    site_t *s = site_of(id);
     if (!s) return;
     int64_t now = atomic_fetch_add_explicit(&s->live_bytes, (int64_t)weight, memory_order_relaxed) + (int64_t)weight;
     atomic_fetch_add_explicit(&s->live_count, 1, memory_order_relaxed);
@@ -180,7 +188,7 @@ void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
 
 void ot_sites_on_free(uint32_t id, uint64_t weight)
 {
-    site_t *s = site_slot(id, false);
+    site_t *s = site_of(id);
     if (!s) return;
     atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)weight, memory_order_relaxed);
     atomic_fetch_sub_explicit(&s->live_count, 1, memory_order_relaxed);

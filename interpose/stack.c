@@ -128,6 +128,23 @@ __asm__(".text\n"
         ".cfi_endproc\n"
         ".size ot_stack_capture, .-ot_stack_capture\n");
 
+/* ot_stack_capture_noted: the same entry, with max and skip in one argument and the note third. */
+unsigned ot_stack_capture_noted_from(uintptr_t *ips, uint32_t max_skip, ot_stack_note_t *note, uintptr_t bp,
+                                     uintptr_t sp, uintptr_t ip);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl ot_stack_capture_noted\n"
+        ".hidden ot_stack_capture_noted\n"
+        ".type ot_stack_capture_noted,@function\n"
+        "ot_stack_capture_noted:\n"
+        ".cfi_startproc\n"
+        "    mov %rbp, %rcx\n"
+        "    lea 8(%rsp), %r8\n"
+        "    mov (%rsp), %r9\n"
+        "    jmp ot_stack_capture_noted_from\n"
+        ".cfi_endproc\n"
+        ".size ot_stack_capture_noted, .-ot_stack_capture_noted\n");
+
 #ifdef OT_UNWIND_VERIFY
 /* A checking build (build/verify/liboomtrace.so, tests/e2e/verify.mk): every stack the CFI walker
  * returns is compared frame by frame with libunwind's; disagreements go to stderr (the first two
@@ -193,7 +210,7 @@ OT_NOINLINE unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigne
                                            uintptr_t sp, uintptr_t ip)
 {
     if (max == 0) return 0;
-    int n = ot_unwind_from(ips, max, skip, ip, sp, bp);
+    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, NULL);
 #ifdef OT_UNWIND_VERIFY
     if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
 #endif
@@ -201,6 +218,31 @@ OT_NOINLINE unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigne
     unsigned r = stack_backtrace(ips, max, skip, ip);
     __asm__ volatile("" ::: "memory"); /* keep this frame: stack_backtrace counts on it */
     return r;
+}
+
+OT_NOINLINE unsigned ot_stack_capture_noted_from(uintptr_t *ips, uint32_t max_skip, ot_stack_note_t *note,
+                                                 uintptr_t bp, uintptr_t sp, uintptr_t ip)
+{
+    unsigned max = max_skip & 0xffff, skip = max_skip >> 16;
+    note->hit = 0;
+    note->walk = 0;
+    if (max == 0) return 0;
+#ifdef OT_UNWIND_VERIFY
+    /* The checking build compares every stack, so it never takes a noted value. */
+    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, NULL);
+    if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
+#else
+    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, note);
+#endif
+    if (OT_LIKELY(n >= 0)) return (unsigned)n;
+    unsigned r = stack_backtrace(ips, max, skip, ip);
+    __asm__ volatile("" ::: "memory"); /* keep this frame: stack_backtrace counts on it */
+    return r;
+}
+
+void ot_stack_note_set(uint32_t walk, uint32_t tag, uint32_t value)
+{
+    ot_unwind_note_set(walk, tag, value);
 }
 
 static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth)

@@ -594,6 +594,9 @@ typedef struct {
      * and the return addresses in a row. The loop case, the same stack again, then costs a load
      * and a compare per check and a copy per frame. */
     uint32_t nchk, nips;
+    uint32_t gen;      /* which walk this is, for notes (never 0) */
+    uint32_t note_site; /* what ot_unwind_note_set attached, valid while note_key == {gen, tag} */
+    uint64_t note_key;
     struct {
         uintptr_t at, val;
     } chk[2 * WALK_MAX];
@@ -604,6 +607,7 @@ typedef struct {
 typedef struct ot_walk {
     uint32_t cur;      /* buffer holding the last walk */
     uint32_t busy;
+    uint32_t gens;     /* walks released so far */
     wbuf_t buf[2];
 } walk_t;
 _Static_assert(sizeof(walk_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
@@ -616,6 +620,7 @@ void ot_unwind_attach(void *mem)
     walk_t *w = mem;
     if (w) {
         w->buf[0].n = w->buf[1].n = 0;
+        w->buf[0].note_key = w->buf[1].note_key = 0;
         w->busy = 0;
     }
     t_walk = w;
@@ -654,6 +659,9 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete)
 {
     nw->n = n;
     nw->complete = complete;
+    nw->note_key = 0;
+    if (++w->gens == 0) w->gens = 1;
+    nw->gen = w->gens;
     build_checks(nw);
     w->cur ^= 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -662,7 +670,24 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete)
 
 /* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp
  * there. Returns the number of frames written, or -1 to ask libunwind instead. */
-int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp)
+static inline uint64_t note_key(uint32_t gen, uint32_t tag) { return (uint64_t)gen << 32 | tag; }
+
+/* Only the owning thread reads or writes notes; a signal handler that walks in between replaces the
+ * buffer (new gen, note cleared) or leaves it alone, so a note is only ever taken for its own walk.
+ * The site is written before the key that validates it. */
+void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
+{
+    walk_t *w = t_walk;
+    if (!w || !walk || !tag || !value || w->busy) return;
+    wbuf_t *b = &w->buf[w->cur];
+    if (b->gen != walk) return;
+    b->note_site = value;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    b->note_key = note_key(walk, tag);
+}
+
+int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
+                   ot_stack_note_t *note)
 {
     unsigned n = 0, raw = 0, j = 0;
     walk_t *w = t_walk;
@@ -686,7 +711,15 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     unsigned ok = validate(old, j);
                     if (raw == 0 && j == 0 && ok == old->n && old->complete) {
                         /* The very same stack as last time (a loop): emit it, keep the buffer. */
-                        for (unsigned t = skip; t < old->nips && n < max; t++) ips[n++] = old->ips[t];
+                        n = old->nips > skip ? old->nips - skip : 0;
+                        if (n > max) n = max;
+                        if (note && note->tag && old->note_key == note_key(old->gen, note->tag)) {
+                            note->hit = 1;
+                            note->value = old->note_site;
+                        } else {
+                            __builtin_memcpy(ips, old->ips + skip, n * sizeof *ips);
+                            if (note) note->walk = old->gen;
+                        }
                         __atomic_signal_fence(__ATOMIC_SEQ_CST);
                         w->busy = 0;
                         return (int)n;
@@ -760,7 +793,10 @@ ended:
 done:
     if (nw) nw->complete = 0;
 finish:
-    if (nw) release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete);
+    if (nw) {
+        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete);
+        if (note) note->walk = nw->gen;
+    }
     return (int)n;
 }
 

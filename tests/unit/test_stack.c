@@ -433,6 +433,98 @@ TEST(test_cfi_cache_parts)
     ot_unwind_attach(NULL);
 }
 
+/* Notes (ot_stack_capture_noted): a value attached to a walk comes back only for that very stack,
+ * under the same tag, and never once another stack was walked in between. */
+static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    note->tag = tag;
+    unsigned n = ot_stack_capture_noted(ips, OT_STACK_MAX_SKIP(OT_MAX_FRAMES, 0), note);
+    BARRIER();
+    return n;
+}
+__attribute__((noipa)) static unsigned noted_one(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = noted_leaf(ips, tag, note);
+    sink += 1;
+    return n;
+}
+__attribute__((noipa)) static unsigned noted_two(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = noted_leaf(ips, tag, note);
+    sink += 2;
+    return n;
+}
+
+TEST(test_cfi_notes)
+{
+    uintptr_t ips[OT_MAX_FRAMES], first[OT_MAX_FRAMES], other[OT_MAX_FRAMES];
+    unsigned n0 = 0;
+    uint32_t first_walk = 0;
+    char name[512];
+    ot_stack_note_t note, note2;
+    ot_unwind_attach(walk_mem[1]);
+    for (volatile unsigned step = 0; step < 6; step++) {
+        memset(ips, 0, sizeof ips);
+        unsigned n = noted_one(ips, step == 4 ? 8 : 7, &note); /* one call site: one stack */
+        switch (step) {
+        case 0: /* a first walk: no note yet */
+            ASSERT(n >= 3);
+            EXPECT(!note.hit && note.walk != 0);
+            name_of(ips[1], name, sizeof name);
+            EXPECT_STR(name, "noted_one");
+            memcpy(first, ips, sizeof first);
+            n0 = n;
+            first_walk = note.walk;
+            ot_stack_note_set(note.walk, 7, 1234);
+            break;
+        case 1: /* the same stack and tag: the note, the depth, and no frames written */
+            EXPECT(note.hit && note.value == 1234);
+            EXPECT_EQ_U(n, n0);
+            EXPECT_EQ_U(ips[0], 0);
+            /* Another stack in between replaces the walk. A note set with an id that is not the
+             * last walk's is ignored; one with the right id holds. */
+            for (volatile int r = 0; r < 3; r++) {
+                unsigned m = noted_two(other, 7, &note2);
+                if (r == 0) {
+                    EXPECT(!note2.hit);
+                    name_of(other[1], name, sizeof name);
+                    EXPECT_STR(name, "noted_two");
+                    ot_stack_note_set(first_walk, 7, 555); /* a walk that is no longer the last */
+                    ot_stack_note_set(note2.walk, 0, 555); /* tag 0: never noted */
+                    ot_stack_note_set(note2.walk, 7, 0);   /* value 0: never noted */
+                } else if (r == 1) {
+                    EXPECT(!note2.hit);
+                    EXPECT(m >= 3 && other[1] != first[1]);
+                    ot_stack_note_set(note2.walk, 7, 77);
+                } else {
+                    EXPECT(note2.hit && note2.value == 77);
+                }
+            }
+            break;
+        case 2: /* so the first note is gone: the frames again */
+            EXPECT(!note.hit);
+            EXPECT(same_stack(ips, n, first, n0));
+            ot_stack_note_set(note.walk, 7, 4321);
+            break;
+        case 3:
+            EXPECT(note.hit && note.value == 4321);
+            break;
+        case 4: /* another tag: no note, the frames; the walk and its note stay */
+            EXPECT(!note.hit);
+            EXPECT(same_stack(ips, n, first, n0));
+            break;
+        case 5:
+            EXPECT(note.hit && note.value == 4321);
+            break;
+        }
+        if (ot_t_failed_) {
+            printf("  failed at step %u\n", (unsigned)step);
+            break;
+        }
+    }
+    ot_unwind_attach(NULL);
+}
+
 /* A thread with its own cache, and the same stacks again from threads racing on the shared rule
  * cache. */
 static OT_NOINLINE void *cfi_thread(void *arg)
@@ -492,4 +584,5 @@ TEST(test_cost_20_frames)
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
-          test_cfi_frame_kinds, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_threads, test_cost_20_frames)
+          test_cfi_frame_kinds, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_notes, test_cfi_threads,
+          test_cost_20_frames)
