@@ -96,6 +96,20 @@ elif [ $use_ht = 0 ]; then
 fi
 HT_VERSION=$([ $use_ht = 1 ] && heaptrack --version 2>/dev/null | head -1 | sed 's/^heaptrack //')
 
+# LeakSanitizer preloaded (gcc's liblsan, Debian liblsan0): the peer the stacks=all target names.
+# Its own allocator and frame-pointer stacks; run on the synthetic workloads only (a real program's
+# exit-time leaks and a 1 PiB malloc would change its exit status or output).
+LSAN_LIB=""
+for f in "$(gcc -print-file-name=liblsan.so 2>/dev/null)" /usr/lib/x86_64-linux-gnu/liblsan.so.0; do
+    [ -f "$f" ] && LSAN_LIB=$(readlink -f "$f") && break
+done
+if [ -z "$LSAN_LIB" ] && as_root; then
+    apt_install liblsan0
+    [ -f /usr/lib/x86_64-linux-gnu/liblsan.so.0 ] && LSAN_LIB=/usr/lib/x86_64-linux-gnu/liblsan.so.0
+fi
+lsan_note=""
+[ -n "$LSAN_LIB" ] || { lsan_note="LeakSanitizer (liblsan0) is not installed: its rows are missing (sudo apt-get install liblsan0)"; say "$lsan_note"; }
+
 # Instruction counts: perf stat when the CPU counters are visible, else callgrind on small sizes.
 icount_tool=none icount_note=""
 if [ $use_cg = 1 ]; then
@@ -226,6 +240,10 @@ VARIANTS=(none default all)
 # keeps the least an exact per-block record needs (tests/bench/ref). Lower bounds, not trackers.
 declare -A EXTRA_VARIANTS
 EXTRA_VARIANTS[small_churn]="forwarder ideal"
+if [ -n "$LSAN_LIB" ]; then
+    EXTRA_VARIANTS[small_churn]+=" lsan"
+    for w in producer_consumer deep_large realloc_growth; do EXTRA_VARIANTS[$w]="lsan"; done
+fi
 variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 
 # The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
@@ -241,6 +259,7 @@ command_for() { # workload variant -> prints the command line
         all) echo "$pinpfx$env$SNAP/oomtrace --stacks=all $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         heaptrack) echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}" ;;
         forwarder) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/forwarder.so ${PROG[$w]} ${ARGS[$w]}" ;;
+        lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
         ideal) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_record.so ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }
@@ -351,6 +370,7 @@ META=$RUN/meta.txt
     echo "python=$($PY --version 2>&1)"
     echo "heaptrack=${HT_VERSION:-n/a}"
     echo "heaptrack_note=$ht_note"
+    echo "lsan_note=$lsan_note"
     echo "icount_tool=$icount_tool"
     echo "icount_note=$icount_note"
     echo "uptime_before=$uptime_before"

@@ -6,12 +6,13 @@ import argparse
 import statistics
 import sys
 
-VARIANTS = ["none", "default", "all", "heaptrack", "forwarder", "ideal"]
+VARIANTS = ["none", "default", "all", "heaptrack", "lsan", "forwarder", "ideal"]
 VARIANT_LABEL = {
     "none": "no preload",
     "default": "oomtrace default",
     "all": "oomtrace stacks=all",
     "heaptrack": "heaptrack",
+    "lsan": "LeakSanitizer (preloaded)",
     "forwarder": "floor: forwarding preload",
     "ideal": "floor: ideal exact record",
 }
@@ -219,7 +220,13 @@ def main():
                     f"{wall_cpu('producer_consumer', 'default')}; single thread (small_churn): {fmt_ratio(rs)}",
                     status(None if r != r else r <= 2.0)))
     r = ratio("small_churn", "all")
-    targets.append(("stacks=all ≤ 2× on the malloc-saturated program (small_churn)", wall_cpu("small_churn", "all"),
+    peer = ""
+    if ok_runs("small_churn", "lsan"):
+        peer = (f"; LeakSanitizer preloaded, measured alongside: {fmt_ratio(ratio('small_churn', 'lsan'))} "
+                f"(fastest runs: {fmt_ratio(min_ratio('small_churn', 'lsan'))})")
+    elif meta.get("lsan_note"):
+        peer = f"; {meta['lsan_note']}"
+    targets.append(("stacks=all ≤ 2× on the malloc-saturated program (small_churn)", wall_cpu("small_churn", "all") + peer,
                     status(None if r != r else r <= 2.0)))
     if any(k[1] == "heaptrack" for k in by):
         parts, oks, over_parts, over_oks = [], [], [], []
@@ -309,6 +316,13 @@ def main():
            "totals. It has no recursion guard, no options, no sampling, no peak, no shared table, and a "
            "full set overwrites a record. Where the ideal record is above 1.3×, no tracker that keeps "
            "every block's exact size can meet the default target on this machine.")
+        w_("")
+    if any(ok_runs(w, "lsan") for w in workloads):
+        w_("The LeakSanitizer rows preload gcc's liblsan (Debian liblsan0) with `LSAN_OPTIONS=exitcode=0` on "
+           "the synthetic workloads: the peer the stacks=all target names. It replaces glibc's malloc with "
+           "its own allocator and takes each allocation's stack with its frame-pointer unwinder "
+           "(fast_unwind_on_malloc=1, its default), which on code built without frame pointers, as these "
+           "workloads are, gives short or wrong stacks; oomtrace's come from the DWARF CFI.")
         w_("")
 
     # ------------------------------------------------------------ wall time
