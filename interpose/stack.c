@@ -149,7 +149,7 @@ __asm__(".text\n"
 /* A checking build (build/verify/liboomtrace.so, tests/e2e/verify.mk): every stack the CFI walker
  * returns is compared frame by frame with libunwind's; disagreements go to stderr (the first two
  * symbolized), and a count at exit. */
-static uint64_t v_checked, v_bad, v_fasttrace;
+static uint64_t v_checked, v_bad, v_fasttrace, v_noted;
 static OT_NOINLINE void verify(const uintptr_t *ips, unsigned n, unsigned max, unsigned skip, uintptr_t ip)
 {
     uintptr_t ref[OT_MAX_FRAMES];
@@ -192,6 +192,30 @@ static OT_NOINLINE void verify(const uintptr_t *ips, unsigned n, unsigned max, u
     __asm__ volatile("" ::: "memory");
 }
 
+/* A note that hit: the walker wrote no frames and handed back a value instead. The only user of
+ * notes (live.c) notes call-site ids, so the site's stack must be the one libunwind finds here. */
+static OT_NOINLINE void verify_noted(uint32_t site, unsigned n, unsigned max, unsigned skip, uintptr_t ip)
+{
+    uintptr_t ref[OT_MAX_FRAMES];
+    ot_site_info_t si = {0};
+    if (max > OT_MAX_FRAMES) max = OT_MAX_FRAMES;
+    unsigned m = stack_walk(ref, max, skip, ip, 3);
+    bool ok = ot_sites_get(site, &si) && si.depth == m && n == m;
+    for (unsigned k = 0; ok && k < m; k++) ok = si.ips[k] == ref[k];
+    __atomic_fetch_add(&v_checked, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&v_noted, 1, __ATOMIC_RELAXED);
+    if (ok) return;
+    if (__atomic_fetch_add(&v_bad, 1, __ATOMIC_RELAXED) < 20) {
+        char mem[256];
+        ot_buf_t b;
+        ot_buf_init(&b, mem, sizeof mem, 2);
+        ot_buf_printf(&b, "oomtrace-verify: frames differ: noted site %u (%u frames) for a stack of %u frames (depth %u)\n",
+                      site, si.depth, m, n);
+        ot_buf_flush(&b);
+    }
+    __asm__ volatile("" ::: "memory");
+}
+
 __attribute__((destructor)) static void verify_summary(void)
 {
     uint64_t builds, falls;
@@ -200,8 +224,9 @@ __attribute__((destructor)) static void verify_summary(void)
     ot_unwind_stats(&builds, &falls);
     ot_buf_init(&b, mem, sizeof mem, 2);
     ot_buf_printf(&b, "oomtrace-verify: %lu stacks compared, %lu differ; %lu libunwind fallbacks, %lu rules built; "
-                  "%lu where only libunwind's exact walk agreed\n", (unsigned long)v_checked, (unsigned long)v_bad,
-                  (unsigned long)falls, (unsigned long)builds, (unsigned long)v_fasttrace);
+                  "%lu where only libunwind's exact walk agreed; %lu noted sites\n", (unsigned long)v_checked,
+                  (unsigned long)v_bad, (unsigned long)falls, (unsigned long)builds, (unsigned long)v_fasttrace,
+                  (unsigned long)v_noted);
     ot_buf_flush(&b);
 }
 #endif
@@ -228,9 +253,9 @@ OT_NOINLINE unsigned ot_stack_capture_noted_from(uintptr_t *ips, uint32_t max_sk
     note->walk = 0;
     if (max == 0) return 0;
 #ifdef OT_UNWIND_VERIFY
-    /* The checking build compares every stack, so it never takes a noted value. */
-    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, NULL);
-    if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
+    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, note);
+    if (n >= 0 && note->hit) verify_noted(note->value, (unsigned)n, max, skip, ip);
+    else if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
 #else
     int n = ot_unwind_from(ips, max, skip, ip, sp, bp, note);
 #endif
