@@ -238,6 +238,44 @@ TEST(late_destructors_after_release)
 static _Atomic uint64_t host_box[THREADS][256];
 static _Atomic long host_misses;
 
+/* The pair the malloc/free hooks use: the inline own-nursery path, then live.c. */
+static void rec_host(uint64_t k, uint64_t size)
+{
+    if (!ot_live_record_host_fast(k, size)) ot_live_record_host(k, size);
+}
+static bool forget_host(uint64_t k) { return ot_live_forget_host_fast(k) || ot_live_forget_host(k); }
+
+static void site_counts(uint64_t *allocs, uint64_t *live)
+{
+    *allocs = *live = 0;
+    for (uint32_t id = 1; id <= ot_sites_count(); id++) {
+        ot_site_info_t si;
+        if (!ot_sites_get(id, &si)) continue;
+        *allocs += si.total_count;
+        *live += si.live_count;
+    }
+}
+
+/* The lean path counts bytes towards the next sample too: 10 MiB in 256-byte blocks with a sample
+ * every 64 KiB on average gives about 160 sampled blocks. */
+TEST(lean_path_samples)
+{
+    ot_options_defaults(&ot_opt);
+    ot_opt.stacks = OT_STACKS_SAMPLED;
+    ot_opt.sample_bytes = 64 * 1024;
+    uint64_t a0, l0, a1, l1;
+    site_counts(&a0, &l0);
+    for (long i = 1; i <= 40960; i++) {
+        rec_host(key_of(12, i), 256);
+        forget_host(key_of(12, i));
+    }
+    site_counts(&a1, &l1);
+    printf("  %llu of 40960 blocks sampled\n", (unsigned long long)(a1 - a0));
+    EXPECT(a1 - a0 > 50 && a1 - a0 < 500);
+    EXPECT_EQ_U(l1, l0);
+    setup();
+}
+
 static uint64_t host_size(long i) { return (i % 97 == 0) ? 70000 + (uint64_t)i % 5 : 8 + (uint64_t)(i * 7) % 300; }
 
 static void *host_worker(void *arg)
@@ -245,17 +283,17 @@ static void *host_worker(void *arg)
     int t = (int)(long)arg, next = (t + 1) % THREADS;
     for (long i = 1; i <= N_PER_THREAD / 4; i++) {
         uint64_t k = key_of(t + 20, i);
-        if (i & 2) ot_live_record_host(k, host_size(i));
+        if (i & 2) rec_host(k, host_size(i));
         else ot_live_record(k, host_size(i), OT_KIND_HOST, -1);
         if (i % 3 == 0) {
             uint64_t expected = 0;
             if (!atomic_compare_exchange_strong(&host_box[next][i & 255], &expected, k))
-                if (!ot_live_forget_host(k)) atomic_fetch_add(&host_misses, 1);
+                if (!forget_host(k)) atomic_fetch_add(&host_misses, 1);
         } else if (i % 3 == 1) {
-            if (!ot_live_forget_host(k)) atomic_fetch_add(&host_misses, 1);
+            if (!forget_host(k)) atomic_fetch_add(&host_misses, 1);
         } /* else: left live until the end */
         uint64_t got = atomic_exchange(&host_box[t][i & 255], 0);
-        if (got && !((i & 4) ? ot_live_forget_host(got) : ot_live_forget(got, NULL, NULL)))
+        if (got && !((i & 4) ? forget_host(got) : ot_live_forget(got, NULL, NULL)))
             atomic_fetch_add(&host_misses, 1);
     }
     return NULL;
@@ -269,13 +307,13 @@ TEST(host_paths_exact)
     ot_totals_t a, b;
     totals(&a);
     /* a stale record: the same address recorded twice through the lean path */
-    ot_live_record_host(0xfee0, 40);
-    ot_live_record_host(0xfee0, 24);
+    rec_host(0xfee0, 40);
+    rec_host(0xfee0, 24);
     totals(&b);
     EXPECT_EQ_U(b.count - a.count, 1);
     EXPECT_EQ_U(b.bytes - a.bytes, 24);
-    EXPECT(ot_live_forget_host(0xfee0));
-    EXPECT(!ot_live_forget_host(0xfee0));
+    EXPECT(forget_host(0xfee0));
+    EXPECT(!forget_host(0xfee0));
 
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, host_worker, (void *)t);
@@ -283,7 +321,7 @@ TEST(host_paths_exact)
     for (int t = 0; t < THREADS; t++)
         for (int i = 0; i < 256; i++) {
             uint64_t got = atomic_exchange(&host_box[t][i], 0);
-            if (got && !ot_live_forget_host(got)) atomic_fetch_add(&host_misses, 1);
+            if (got && !forget_host(got)) atomic_fetch_add(&host_misses, 1);
         }
     EXPECT_EQ_U(atomic_load(&host_misses), 0);
     /* what was left live: every i % 3 == 2, with its exact size */
@@ -302,18 +340,13 @@ TEST(host_paths_exact)
     EXPECT_EQ_U(b.count - a.count, left);
     EXPECT_EQ_U(b.bytes - a.bytes, bytes);
     for (int t = 0; t < THREADS; t++)
-        for (long i = 2; i <= N_PER_THREAD / 4; i += 3) ot_live_forget_host(key_of(t + 20, i));
+        for (long i = 2; i <= N_PER_THREAD / 4; i += 3) forget_host(key_of(t + 20, i));
     totals(&b);
     EXPECT_EQ_U(b.count, a.count);
     EXPECT_EQ_U(b.bytes, a.bytes);
     /* Sampled and big blocks had call sites: every one of them was taken off its site again. */
-    uint64_t site_allocs = 0, site_live = 0;
-    for (uint32_t id = 1; id <= ot_sites_count(); id++) {
-        ot_site_info_t si;
-        if (!ot_sites_get(id, &si)) continue;
-        site_allocs += si.total_count;
-        site_live += si.live_count;
-    }
+    uint64_t site_allocs, site_live;
+    site_counts(&site_allocs, &site_live);
     EXPECT(site_allocs > 100);
     EXPECT_EQ_U(site_live, 0);
     setup();
@@ -355,5 +388,5 @@ TEST(peak_follows_the_level)
            (unsigned long long)(a.bytes + high) >> 10);
 }
 
-TEST_MAIN(peak_follows_the_level, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact)
