@@ -595,6 +595,7 @@ typedef struct {
      * and a compare per check and a copy per frame. */
     uint32_t nchk, nips;
     uint32_t gen;      /* which walk this is, for notes (never 0) */
+    uint32_t code_gen; /* g_code_gen when the walk began: frames of code since unmapped never join */
     uint32_t note_site; /* what ot_unwind_note_set attached, valid while note_key == {gen, tag} */
     uint64_t note_key;
     struct {
@@ -613,6 +614,9 @@ typedef struct ot_walk {
 _Static_assert(sizeof(walk_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
 
 static OT_TLS walk_t *t_walk;
+/* Bumped by ot_unwind_flush (after dlclose): a remembered walk from before describes frames whose
+ * code may be gone, and other code may now sit at the same addresses with other rules. */
+static uint32_t g_code_gen;
 static uint64_t g_fallbacks;
 
 void ot_unwind_attach(void *mem)
@@ -655,8 +659,9 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
-static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete)
+static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t code_gen)
 {
+    nw->code_gen = code_gen;
     nw->n = n;
     nw->complete = complete;
     nw->note_key = 0;
@@ -690,6 +695,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                    ot_stack_note_t *note)
 {
     unsigned n = 0, raw = 0, j = 0;
+    uint32_t code_gen = 0;
     walk_t *w = t_walk;
     const wbuf_t *old = NULL;
     wbuf_t *nw = NULL;
@@ -699,7 +705,8 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees busy before we touch the buffers */
         old = &w->buf[w->cur];
         nw = &w->buf[w->cur ^ 1];
-        if (!old->n) old = NULL;
+        code_gen = __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE);
+        if (!old->n || old->code_gen != code_gen) old = NULL;
     }
     for (;;) {
         if (old) {
@@ -764,7 +771,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         if (OT_UNLIKELY(kind != R_STEP)) {
             if (kind == R_LAST) goto ended;
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0);
+            if (nw) release(w, nw, 0, 0, code_gen);
             return -1;
         }
         uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
@@ -772,7 +779,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
          * corrupt or unmodelled stack; libunwind decides. */
         if (OT_UNLIKELY(cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30))) {
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0);
+            if (nw) release(w, nw, 0, 0, code_gen);
             return -1;
         }
         uintptr_t nip = *(const uintptr_t *)(cfa - 8);
@@ -794,7 +801,7 @@ done:
     if (nw) nw->complete = 0;
 finish:
     if (nw) {
-        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete);
+        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, code_gen);
         if (note) note->walk = nw->gen;
     }
     return (int)n;
@@ -813,6 +820,7 @@ void ot_unwind_flush(void)
         __atomic_store_n(&g_rc[i].check, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&g_rc[i].rule, 0, __ATOMIC_RELAXED);
     }
+    __atomic_fetch_add(&g_code_gen, 1, __ATOMIC_RELEASE);
     (void)mods_rebuild();
 }
 
