@@ -147,7 +147,7 @@ static inline bool tracking(void)
     return ot_cuda_drv_depth == 0 && ot_in_hook == 0 && ot_ready() && ot_opt.cuda;
 }
 
-/* Always inlined: ot_live_record drops exactly its own frame and the wrapper's. It keeps errno
+/* Always inlined: ot_live_record takes the wrapper's own frame as where the stack starts. It keeps errno
  * and holds the recursion guard around its own slow paths, so nothing more is needed here. */
 static inline __attribute__((always_inline)) void record(uint64_t key, uint64_t size, unsigned kind, int dev)
 {

@@ -123,7 +123,10 @@ static OT_NOINLINE void fail(const char *api, uint64_t size, uint64_t count, uin
  * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
-    if (!ot_live_record_host_fast((uintptr_t)p, n)) ot_live_record_host((uintptr_t)p, n);
+    if (!ot_live_record_host_fast((uintptr_t)p, n)) {
+        ot_origin_t origin = OT_ORIGIN(); /* record() is always_inline: the hook's own frame */
+        ot_live_record_host((uintptr_t)p, n, &origin);
+    }
 }
 
 OT_EXPORT void *malloc(size_t n)

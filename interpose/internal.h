@@ -129,20 +129,33 @@ static inline uint32_t ot_unpack_site(uint64_t v) { return (uint32_t)(v >> (OT_S
 #define OT_MAX_FRAMES 64
 unsigned ot_stack_capture(uintptr_t *ips, unsigned max, unsigned skip);
 unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsigned skip);
-/* The same, for a caller that maps stacks to something of its own (live.c: a call site) and
- * calls from the same place over and over. note->tag (nonzero) names what the caller maps under
- * (anything that changes its answer for the same stack). When this stack is exactly the thread's
- * last walk and ot_stack_note_set attached a value to that walk under the same tag, note->hit is
- * set, note->value returned and ips left unwritten; else ips are written and note->walk names the
- * walk (0: none) for ot_stack_note_set. Returns the depth either way. max < 65536, skip < 65536. */
+/* Where a hook was called from: the return address into its caller, the stack pointer once it
+ * returns, and rbp there. Read from the hook's own frame (OT_ORIGIN in the hook, or in an
+ * always_inline helper of it: __builtin_frame_address(0) gives it a frame pointer), before any
+ * call, so a stack taken from it starts exactly at the hook's caller whatever is inlined or
+ * tail-called in between. */
+typedef struct {
+    uintptr_t ip, sp, bp;
+} ot_origin_t;
+static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *frame)
+{
+    const uintptr_t *f = (const uintptr_t *)frame;
+    return (ot_origin_t){f[1], (uintptr_t)(f + 2), f[0]};
+}
+#define OT_ORIGIN() ot_origin_of(__builtin_frame_address(0))
+/* A stack from an origin, for a caller that maps stacks to something of its own (live.c: a call
+ * site) and calls from the same place over and over. note->tag (nonzero) names what the caller
+ * maps under (anything that changes its answer for the same stack). When this stack is exactly the
+ * thread's last walk and ot_stack_note_set attached a value to that walk under the same tag,
+ * note->hit is set, note->value returned and ips left unwritten; else ips are written and
+ * note->walk names the walk (0: none) for ot_stack_note_set. Returns the depth either way. */
 typedef struct {
     uint32_t tag;   /* in */
     uint32_t hit;   /* out */
     uint32_t value; /* out when hit */
     uint32_t walk;  /* out when not hit */
 } ot_stack_note_t;
-unsigned ot_stack_capture_noted(uintptr_t *ips, uint32_t max_skip, ot_stack_note_t *note);
-#define OT_STACK_MAX_SKIP(max, skip) ((uint32_t)(max) | (uint32_t)(skip) << 16)
+unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin, ot_stack_note_t *note);
 /* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
 void ot_stack_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
@@ -240,13 +253,18 @@ typedef struct {
 } ot_totals_t;
 void ot_live_totals(bool device, ot_totals_t *out);      /* host, or all device kinds together */
 void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
-/* Record a successful allocation made by the hook that calls this directly (the stack, when one is
- * taken, drops this function and the hook: frame #0 is the hook's caller; helpers between the hook
- * and this call must be always_inline). device: CUDA ordinal, -1 for host memory. Device kinds always get
- * a call site; host allocations get one by the sampling policy. */
-void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device);
+/* Record a successful allocation made by the hook that expands this (or an always_inline helper of
+ * it): the stack, when one is taken, starts at the hook's caller (OT_ORIGIN). device: CUDA
+ * ordinal, -1 for host memory. Device kinds always get a call site; host allocations get one by
+ * the sampling policy. */
+void ot_live_record_from(uint64_t key, uint64_t size, unsigned kind, int device, const ot_origin_t *origin);
+#define ot_live_record(key, size, kind, device)                                                    \
+    do {                                                                                           \
+        ot_origin_t origin_ = OT_ORIGIN();                                                          \
+        ot_live_record_from((key), (size), (kind), (device), &origin_);                             \
+    } while (0)
 /* The same for a host block (malloc family) that ot_live_record_host_fast (live_fast.h) declined. */
-void ot_live_record_host(uint64_t key, uint64_t size);
+void ot_live_record_host(uint64_t key, uint64_t size, const ot_origin_t *origin);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
 /* ot_live_forget(key, NULL, NULL) with a lean path for a record in this thread's nursery. */

@@ -419,11 +419,8 @@ static inline uint32_t note_tag(unsigned kind, int device)
     return 1u << 31 | (uint32_t)kind << 24 | (uint32_t)(device + 1) << 12 | (ot_opt.stack_depth & 0xfff);
 }
 
-/* Frames between ot_stack_capture's caller (record_general) and the hook: record_general itself,
- * ot_live_record or ot_live_record_host (both call it from a non-tail position), and the hook. */
-#define RECORD_SKIP 3
-
-static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kind, int device)
+static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kind, int device,
+                                       const ot_origin_t *origin)
 {
     thread_counters_t *c = counters();
     if (OT_UNLIKELY(!c)) return;
@@ -446,7 +443,7 @@ static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kin
             /* A loop allocating from one place: the walker recognises the stack and hands back the
              * site noted for it, without copying or comparing frames. */
             ot_stack_note_t note = {.tag = note_tag(kind, device)};
-            unsigned depth = ot_stack_capture_noted(ips, OT_STACK_MAX_SKIP(ot_opt.stack_depth, RECORD_SKIP), &note);
+            unsigned depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &note);
             if (note.hit) {
                 site = note.value;
             } else {
@@ -478,17 +475,15 @@ counted:
     count_alloc(c, kind, size);
 }
 
-OT_NOINLINE void ot_live_record(uint64_t key, uint64_t size, unsigned kind, int device)
+void ot_live_record_from(uint64_t key, uint64_t size, unsigned kind, int device, const ot_origin_t *origin)
 {
-    record_general(key, size, kind, device);
-    __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
+    record_general(key, size, kind, device, origin);
 }
 
 /* A host malloc that ot_live_record_host_fast declined. */
-OT_NOINLINE void ot_live_record_host(uint64_t key, uint64_t size)
+void ot_live_record_host(uint64_t key, uint64_t size, const ot_origin_t *origin)
 {
-    record_general(key, size, OT_KIND_HOST, -1);
-    __asm__ volatile("" ::: "memory"); /* not a tail call: RECORD_SKIP counts this frame */
+    record_general(key, size, OT_KIND_HOST, -1, origin);
 }
 
 static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)

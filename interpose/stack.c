@@ -33,8 +33,10 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-/* How many frames at most lie between libunwind's first recorded frame and our caller. */
-#define OT_STACK_SEEK 6
+/* How many frames at most lie between libunwind's first recorded frame and the frame wanted: our
+ * caller, or for ot_stack_capture_at a hook's caller (record_general, ot_live_record_*, the hook
+ * in between; and the checking build's verify). */
+#define OT_STACK_SEEK 12
 
 /* Walks the stack with unw_step. `ret` is the return address into the frame the caller wants as
  * frame 0; everything inside libunwind and this file is dropped by looking for it, so a change in
@@ -127,23 +129,6 @@ __asm__(".text\n"
         "    jmp ot_stack_capture_from\n"
         ".cfi_endproc\n"
         ".size ot_stack_capture, .-ot_stack_capture\n");
-
-/* ot_stack_capture_noted: the same entry, with max and skip in one argument and the note third. */
-unsigned ot_stack_capture_noted_from(uintptr_t *ips, uint32_t max_skip, ot_stack_note_t *note, uintptr_t bp,
-                                     uintptr_t sp, uintptr_t ip);
-__asm__(".text\n"
-        ".p2align 4\n"
-        ".globl ot_stack_capture_noted\n"
-        ".hidden ot_stack_capture_noted\n"
-        ".type ot_stack_capture_noted,@function\n"
-        "ot_stack_capture_noted:\n"
-        ".cfi_startproc\n"
-        "    mov %rbp, %rcx\n"
-        "    lea 8(%rsp), %r8\n"
-        "    mov (%rsp), %r9\n"
-        "    jmp ot_stack_capture_noted_from\n"
-        ".cfi_endproc\n"
-        ".size ot_stack_capture_noted, .-ot_stack_capture_noted\n");
 
 #ifdef OT_UNWIND_VERIFY
 /* A checking build (build/verify/liboomtrace.so, tests/e2e/verify.mk): every stack the CFI walker
@@ -245,22 +230,22 @@ OT_NOINLINE unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigne
     return r;
 }
 
-OT_NOINLINE unsigned ot_stack_capture_noted_from(uintptr_t *ips, uint32_t max_skip, ot_stack_note_t *note,
-                                                 uintptr_t bp, uintptr_t sp, uintptr_t ip)
+OT_NOINLINE unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin,
+                                         ot_stack_note_t *note)
 {
-    unsigned max = max_skip & 0xffff, skip = max_skip >> 16;
+    uintptr_t ip = origin->ip;
     note->hit = 0;
     note->walk = 0;
     if (max == 0) return 0;
 #ifdef OT_UNWIND_VERIFY
-    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, note);
-    if (n >= 0 && note->hit) verify_noted(note->value, (unsigned)n, max, skip, ip);
-    else if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
+    int n = ot_unwind_from(ips, max, 0, ip, origin->sp, origin->bp, note);
+    if (n >= 0 && note->hit) verify_noted(note->value, (unsigned)n, max, 0, ip);
+    else if (n >= 0) verify(ips, (unsigned)n, max, 0, ip);
 #else
-    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, note);
+    int n = ot_unwind_from(ips, max, 0, ip, origin->sp, origin->bp, note);
 #endif
     if (OT_LIKELY(n >= 0)) return (unsigned)n;
-    unsigned r = stack_backtrace(ips, max, skip, ip);
+    unsigned r = stack_backtrace(ips, max, 0, ip);
     __asm__ volatile("" ::: "memory"); /* keep this frame: stack_backtrace counts on it */
     return r;
 }

@@ -433,12 +433,14 @@ TEST(test_cfi_cache_parts)
     ot_unwind_attach(NULL);
 }
 
-/* Notes (ot_stack_capture_noted): a value attached to a walk comes back only for that very stack,
- * under the same tag, and never once another stack was walked in between. */
+/* Notes (ot_stack_capture_at): a value attached to a walk comes back only for that very stack,
+ * under the same tag, and never once another stack was walked in between. The stack starts at
+ * noted_leaf's caller, as a record's starts at the hook's. */
 static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
 {
     note->tag = tag;
-    unsigned n = ot_stack_capture_noted(ips, OT_STACK_MAX_SKIP(OT_MAX_FRAMES, 0), note);
+    ot_origin_t origin = OT_ORIGIN();
+    unsigned n = ot_stack_capture_at(ips, OT_MAX_FRAMES, &origin, note);
     BARRIER();
     return n;
 }
@@ -475,7 +477,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
         case 0: /* a first walk: no note yet */
             ASSERT(n >= 3);
             EXPECT(!note.hit && note.walk != 0);
-            name_of(ips[1], name, sizeof name);
+            name_of(ips[0], name, sizeof name);
             EXPECT_STR(name, "noted_one");
             memcpy(first, ips, sizeof first);
             n0 = n;
@@ -492,14 +494,14 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
                 unsigned m = noted_two(other, 7, &note2);
                 if (r == 0) {
                     EXPECT(!note2.hit);
-                    name_of(other[1], name, sizeof name);
+                    name_of(other[0], name, sizeof name);
                     EXPECT_STR(name, "noted_two");
                     ot_stack_note_set(first_walk, 7, 555); /* a walk that is no longer the last */
                     ot_stack_note_set(note2.walk, 0, 555); /* tag 0: never noted */
                     ot_stack_note_set(note2.walk, 7, 0);   /* value 0: never noted */
                 } else if (r == 1) {
                     EXPECT(!note2.hit);
-                    EXPECT(m >= 3 && other[1] != first[1]);
+                    EXPECT(m >= 3 && other[0] != first[0]);
                     ot_stack_note_set(note2.walk, 7, 77);
                 } else {
                     EXPECT(note2.hit && note2.value == 77);
