@@ -578,7 +578,10 @@ static inline uint64_t rule_for(uintptr_t ip)
  * of the stack, or all of it in a loop) cost about a load each.
  *
  * The memory is the thread's (ot_unwind_attach, from live.c's per-thread record), two buffers used
- * in turn. A walk re-entered on the same thread (a signal handler that allocates) does not use it. */
+ * in turn. A walk re-entered on the same thread (a signal handler that allocates) does not use it.
+ * A walk made before a dlclose is never joined (code_gen). The caller may attach a note to the
+ * last walk (live.c: the call site it interned); the very same stack again hands the note back
+ * instead of frames, and any other walk drops it, since the note carries its walk's generation. */
 #define WALK_MAX (OT_MAX_FRAMES + 16)
 typedef struct {
     uintptr_t ip, sp, bp;
