@@ -267,7 +267,8 @@ void ot_live_record_from(uint64_t key, uint64_t size, unsigned kind, int device,
 void ot_live_record_host(uint64_t key, uint64_t size, const ot_origin_t *origin);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
-/* ot_live_forget(key, NULL, NULL) with a lean path for a record in this thread's nursery. */
+/* ot_live_forget(key, NULL, NULL) for a host free that ot_live_forget_host_fast (live_fast.h)
+ * declined: it does not look in this thread's nursery again. */
 bool ot_live_forget_host(uint64_t key);
 bool ot_live_lookup(uint64_t key, uint64_t *size, unsigned *kind);
 /* Visits every recorded block (per-thread nurseries and the shared table); values are packed as in

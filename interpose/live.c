@@ -517,25 +517,13 @@ static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)
     return true;
 }
 
-/* A host free whose record is in this thread's nursery (the common case); blocks with a call site
- * or a huge size are accounted out of line. */
+/* A host free that ot_live_forget_host_fast declined: the record is not in this thread's nursery
+ * (a long-lived block in the table, or another thread's block), or this thread has none. Only the
+ * owner fills its nursery, so there is no need to look there again. */
 OT_NOINLINE bool ot_live_forget_host(uint64_t key)
 {
     thread_counters_t *c = my_counters;
-    if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) {
-        uint64_t val;
-        if (OT_LIKELY(nursery_get(c->nursery, key, &val, true))) {
-            if (OT_UNLIKELY(val >= OT_SIZE_BIG)) { /* a call site, another kind or a huge block */
-                ot_live_account_free(key, val);
-                return true;
-            }
-            count_free(c, OT_KIND_HOST, val);
-            return true;
-        }
-        /* Not in our nursery (a long-lived block in the table, or another thread's block): look
-         * everywhere else, without looking here again. */
-        return forget_elsewhere(key, c->nursery);
-    }
+    if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) return forget_elsewhere(key, c->nursery);
     return ot_live_forget(key, NULL, NULL);
 }
 

@@ -17,7 +17,7 @@ bench-bins: $(BENCH_BINS)
 REF_SRCS := $(sort $(wildcard tests/bench/ref/*.c))
 REF_LIBS := $(REF_SRCS:tests/bench/ref/%.c=$(B)/bench/ref/%.so)
 
-$(B)/bench/ref/%.so: tests/bench/ref/%.c
+$(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl
 

@@ -4,18 +4,12 @@
  * 32 KiB) and two running totals per direction. It has none of what makes a tracker usable: a full
  * set silently overwrites a record, nothing is shared between threads, there is no recursion guard,
  * no option, no sampling, no peak, no table. realloc/calloc are not wrapped. */
-#include <dlfcn.h>
-#include <stddef.h>
 #include <stdint.h>
+
+#include "next.h"
 
 void *malloc(size_t n);
 void free(void *p);
-
-extern void *__libc_malloc(size_t n);
-extern void __libc_free(void *p);
-
-static void *(*next_malloc)(size_t);
-static void (*next_free)(void *);
 
 #define SETS 1024
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -24,12 +18,6 @@ static TLS struct {
 } nursery[SETS][2];
 static TLS uint64_t allocated_bytes, allocated_count, freed_bytes, freed_count;
 
-__attribute__((constructor)) static void resolve(void)
-{
-    next_malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
-    next_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
-}
-
 static inline unsigned set_of(uint64_t k)
 {
     return (unsigned)(((k >> 4) ^ (k >> 14) ^ (k >> 27)) & (SETS - 1));
@@ -37,7 +25,7 @@ static inline unsigned set_of(uint64_t k)
 
 void *malloc(size_t n)
 {
-    void *p = next_malloc ? next_malloc(n) : __libc_malloc(n);
+    void *p = call_next_malloc(n);
     if (p) {
         uint64_t k = (uint64_t)(uintptr_t)p;
         unsigned s = set_of(k);
@@ -60,6 +48,5 @@ void free(void *p)
         freed_count++;
         nursery[s][way].key = 0;
     }
-    if (next_free) next_free(p);
-    else __libc_free(p);
+    call_next_free(p);
 }
