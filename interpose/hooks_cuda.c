@@ -170,7 +170,8 @@ static inline __attribute__((always_inline)) void forget_after(uint64_t key, uin
     ot_in_hook--;
 }
 
-static OT_NOINLINE void fail(const char *api, CUresult r, uint64_t size, int dev, const char *note)
+static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, CUresult r, uint64_t size, int dev,
+                                const char *note)
 {
     ot_failure_t f = {0};
     f.api = api;
@@ -180,9 +181,15 @@ static OT_NOINLINE void fail(const char *api, CUresult r, uint64_t size, int dev
     f.device = true;
     f.device_index = dev;
     f.note = note;
-    f.skip = 2; /* fail() and the wrapper */
+    f.origin = origin;
     ot_report_failure(&f);
 }
+/* In the wrapper itself (or an always_inline helper of it): the failing stack starts at its caller. */
+#define fail(...)                                                                                  \
+    do {                                                                                           \
+        ot_origin_t origin_ = OT_ORIGIN();                                                          \
+        fail_at(&origin_, __VA_ARGS__);                                                             \
+    } while (0)
 
 /* Allocation failures worth a report: not a zero-size request refused as invalid. */
 static inline bool worth_report(CUresult r, uint64_t size)
@@ -201,7 +208,7 @@ static uint64_t vmm_key(CUmemGenericAllocationHandle h) { return OT_KEY_VMM_TAG 
     ot_cuda_drv_depth++
 #define DRV_END() ot_cuda_drv_depth--
 /* After the real call of an allocation: record the block (`ok`: its pointer may be read) or report
- * the failure. A macro like the others: record() and fail() count the hook's own frame. */
+ * the failure. A macro like the others: record() and fail() read the caller from the hook's own frame. */
 #define DRV_ALLOC_DONE(api, ok, keyexpr, rec_size, fail_size, kind, note)                       \
     do {                                                                                        \
         if (track_) {                                                                           \
@@ -364,7 +371,8 @@ static inline __attribute__((always_inline)) void pool_record(CUdeviceptr p, siz
     ot_cuda_stream_put(p, (uint64_t)(uintptr_t)s);
 }
 
-static OT_NOINLINE void pool_fail(const char *api, CUresult r, size_t n, CUstream s, CUmemoryPool pool)
+static OT_NOINLINE void pool_fail_at(const ot_origin_t *origin, const char *api, CUresult r, size_t n, CUstream s,
+                                     CUmemoryPool pool)
 {
     char note[96];
     ot_buf_t b;
@@ -380,9 +388,14 @@ static OT_NOINLINE void pool_fail(const char *api, CUresult r, size_t n, CUstrea
     f.device = true;
     f.device_index = ot_cuda_current_device();
     f.note = note;
-    f.skip = 2;
+    f.origin = origin;
     ot_report_failure(&f);
 }
+#define pool_fail(...)                                                                             \
+    do {                                                                                           \
+        ot_origin_t origin_ = OT_ORIGIN();                                                          \
+        pool_fail_at(&origin_, __VA_ARGS__);                                                        \
+    } while (0)
 
 #define DRV_ALLOC_ASYNC(sym, pool, ...)                                                         \
     DRV_BEGIN(sym);                                                                             \

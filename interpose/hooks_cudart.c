@@ -147,7 +147,8 @@ static OT_NOINLINE cudaError_t missing(const char *api)
     return cudaErrorInitializationError;
 }
 
-static OT_NOINLINE void fail(const char *api, cudaError_t r, uint64_t size, const void *real, const char *note)
+static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, cudaError_t r, uint64_t size,
+                                const void *real, const char *note)
 {
     /* The failing runtime itself names its error and its current device; neither call changes its
      * error state (cudaGetLastError would, and is not called). */
@@ -166,17 +167,23 @@ static OT_NOINLINE void fail(const char *api, cudaError_t r, uint64_t size, cons
     f.device = true;
     f.device_index = dev;
     f.note = note;
-    f.skip = 2; /* fail() and the wrapper */
+    f.origin = origin;
     ot_report_failure(&f);
 }
+/* In the wrapper itself (or an always_inline helper of it): the failing stack starts at its caller. */
+#define fail(...)                                                                                  \
+    do {                                                                                           \
+        ot_origin_t origin_ = OT_ORIGIN();                                                          \
+        fail_at(&origin_, __VA_ARGS__);                                                             \
+    } while (0)
 
 static inline bool worth_report(cudaError_t r, uint64_t size)
 {
     return r != cudaSuccess && !(r == cudaErrorInvalidValue && size == 0);
 }
 
-/* Each body is inlined into both of its wrappers, which are then the single frame that
- * ot_live_record and fail() drop. */
+/* Each body is inlined into both of its wrappers, whose own frame ot_live_record and fail() read
+ * their caller from. */
 #define INLINE static inline __attribute__((always_inline))
 
 #define RT_CALL(call)                                                                           \

@@ -105,7 +105,8 @@ static inline bool track(void)
     return OT_LIKELY(ot_in_hook == 0) && OT_LIKELY(ot_state.initialized == 2);
 }
 
-static OT_NOINLINE void fail(const char *api, uint64_t size, uint64_t count, uint64_t align, int err)
+static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint64_t size, uint64_t count,
+                                uint64_t align, int err)
 {
     ot_failure_t f = {0};
     f.api = api;
@@ -115,9 +116,15 @@ static OT_NOINLINE void fail(const char *api, uint64_t size, uint64_t count, uin
     f.error_code = err;
     f.error_name = ot_errno_name(err);
     f.device_index = -1;
-    f.skip = 2; /* fail() and the hook */
+    f.origin = origin;
     ot_report_failure(&f);
 }
+/* In the hook itself (or an always_inline helper of it): the failing stack starts at its caller. */
+#define fail(...)                                                                                  \
+    do {                                                                                           \
+        ot_origin_t origin_ = OT_ORIGIN();                                                          \
+        fail_at(&origin_, __VA_ARGS__);                                                             \
+    } while (0)
 
 /* ot_live_record keeps errno and holds the recursion guard itself on its slow paths (stack
  * capture, table growth): the fast path touches neither. */

@@ -156,6 +156,9 @@ typedef struct {
     uint32_t walk;  /* out when not hit */
 } ot_stack_note_t;
 unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin, ot_stack_note_t *note);
+/* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
+ * origin is not among the first frames of the walk. */
+unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin);
 /* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
 void ot_stack_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
@@ -312,7 +315,8 @@ typedef struct {
     int device_index;       /* -1 unknown */
     bool may_recover;       /* e.g. operator new will call the new-handler and retry */
     const char *note;       /* extra line, or NULL */
-    unsigned skip;          /* frames of the hook to drop from the failing stack */
+    const ot_origin_t *origin; /* where the hook was called from: the failing stack starts there */
+    unsigned skip;          /* without an origin: frames of the hook to drop from the failing stack */
 } ot_failure_t;
 
 /* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. */

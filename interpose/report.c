@@ -816,7 +816,8 @@ void ot_report_failure(const ot_failure_t *f)
     }
     ot_in_hook++;
     R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
-    R.depth = ot_stack_capture_exact(R.ips, ot_opt.stack_depth, f->skip + 1);
+    R.depth = f->origin ? ot_stack_capture_exact_at(R.ips, ot_opt.stack_depth, f->origin)
+                        : ot_stack_capture_exact(R.ips, ot_opt.stack_depth, f->skip + 1);
     gather("alloc_failure", f, NULL);
     /* libstdc++'s operator new loops: malloc fails, the new-handler runs, malloc is retried; only
      * when there is no handler does it throw. So a failure seen from operator new may yet succeed. */

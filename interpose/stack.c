@@ -58,8 +58,8 @@ static OT_NOINLINE unsigned stack_walk(uintptr_t *ips, unsigned max, unsigned sk
             if ((uintptr_t)ip == ret) {
                 seeking = false;
             } else if (++seen >= OT_STACK_SEEK) {
-                /* Not found: restart and count frames instead. */
-                if (unw_init_local(&cur, &uc) != 0) return 0;
+                /* Not found: restart and count frames instead (or give up: fallback ~0u). */
+                if (fallback == ~0u || unw_init_local(&cur, &uc) != 0) return 0;
                 for (unsigned i = 0; i < fallback; i++)
                     if (unw_step(&cur) <= 0) return 0;
                 seeking = false;
@@ -83,6 +83,13 @@ OT_NOINLINE unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsign
     /* frames: 0 stack_walk, 1 this function, 2 our caller */
     unsigned n = stack_walk(ips, max, skip, (uintptr_t)__builtin_return_address(0), 2);
     __asm__ volatile("" ::: "memory"); /* keep this frame: no tail call into stack_walk */
+    return n;
+}
+
+OT_NOINLINE unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin)
+{
+    unsigned n = stack_walk(ips, max, 0, origin->ip, ~0u);
+    __asm__ volatile("" ::: "memory");
     return n;
 }
 
