@@ -185,11 +185,7 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, CUre
     ot_report_failure(&f);
 }
 /* In the wrapper itself (or an always_inline helper of it): the failing stack starts at its caller. */
-#define fail(...)                                                                                  \
-    do {                                                                                           \
-        ot_origin_t origin_ = OT_ORIGIN();                                                          \
-        fail_at(&origin_, __VA_ARGS__);                                                             \
-    } while (0)
+#define fail(...) OT_CALL_WITH_ORIGIN(fail_at, __VA_ARGS__)
 
 /* Allocation failures worth a report: not a zero-size request refused as invalid. */
 static inline bool worth_report(CUresult r, uint64_t size)
@@ -391,11 +387,7 @@ static OT_NOINLINE void pool_fail_at(const ot_origin_t *origin, const char *api,
     f.origin = origin;
     ot_report_failure(&f);
 }
-#define pool_fail(...)                                                                             \
-    do {                                                                                           \
-        ot_origin_t origin_ = OT_ORIGIN();                                                          \
-        pool_fail_at(&origin_, __VA_ARGS__);                                                        \
-    } while (0)
+#define pool_fail(...) OT_CALL_WITH_ORIGIN(pool_fail_at, __VA_ARGS__)
 
 #define DRV_ALLOC_ASYNC(sym, pool, ...)                                                         \
     DRV_BEGIN(sym);                                                                             \

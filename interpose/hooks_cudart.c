@@ -171,11 +171,7 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, cuda
     ot_report_failure(&f);
 }
 /* In the wrapper itself (or an always_inline helper of it): the failing stack starts at its caller. */
-#define fail(...)                                                                                  \
-    do {                                                                                           \
-        ot_origin_t origin_ = OT_ORIGIN();                                                          \
-        fail_at(&origin_, __VA_ARGS__);                                                             \
-    } while (0)
+#define fail(...) OT_CALL_WITH_ORIGIN(fail_at, __VA_ARGS__)
 
 static inline bool worth_report(cudaError_t r, uint64_t size)
 {

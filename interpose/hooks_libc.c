@@ -120,20 +120,14 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
     ot_report_failure(&f);
 }
 /* In the hook itself (or an always_inline helper of it): the failing stack starts at its caller. */
-#define fail(...)                                                                                  \
-    do {                                                                                           \
-        ot_origin_t origin_ = OT_ORIGIN();                                                          \
-        fail_at(&origin_, __VA_ARGS__);                                                             \
-    } while (0)
+#define fail(...) OT_CALL_WITH_ORIGIN(fail_at, __VA_ARGS__)
 
 /* ot_live_record keeps errno and holds the recursion guard itself on its slow paths (stack
  * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
-    if (!ot_live_record_host_fast((uintptr_t)p, n)) {
-        ot_origin_t origin = OT_ORIGIN(); /* record() is always_inline: the hook's own frame */
-        ot_live_record_host((uintptr_t)p, n, &origin);
-    }
+    /* record() is always_inline: the origin is the hook's own frame */
+    if (!ot_live_record_host_fast((uintptr_t)p, n)) OT_CALL_WITH_ORIGIN(ot_live_record_host, (uintptr_t)p, n);
 }
 
 OT_EXPORT void *malloc(size_t n)

@@ -143,6 +143,12 @@ static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *fram
     return (ot_origin_t){f[1], (uintptr_t)(f + 2), f[0]};
 }
 #define OT_ORIGIN() ot_origin_of(__builtin_frame_address(0))
+/* fn(&origin, ...) with the origin of the hook this expands in. */
+#define OT_CALL_WITH_ORIGIN(fn, ...)                                                               \
+    do {                                                                                           \
+        ot_origin_t ot_origin_ = OT_ORIGIN();                                                       \
+        fn(&ot_origin_, __VA_ARGS__);                                                               \
+    } while (0)
 /* A stack from an origin, for a caller that maps stacks to something of its own (live.c: a call
  * site) and calls from the same place over and over. note->tag (nonzero) names what the caller
  * maps under (anything that changes its answer for the same stack). When this stack is exactly the
@@ -260,14 +266,10 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
  * it): the stack, when one is taken, starts at the hook's caller (OT_ORIGIN). device: CUDA
  * ordinal, -1 for host memory. Device kinds always get a call site; host allocations get one by
  * the sampling policy. */
-void ot_live_record_from(uint64_t key, uint64_t size, unsigned kind, int device, const ot_origin_t *origin);
-#define ot_live_record(key, size, kind, device)                                                    \
-    do {                                                                                           \
-        ot_origin_t origin_ = OT_ORIGIN();                                                          \
-        ot_live_record_from((key), (size), (kind), (device), &origin_);                             \
-    } while (0)
+void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device);
+#define ot_live_record(...) OT_CALL_WITH_ORIGIN(ot_live_record_from, __VA_ARGS__)
 /* The same for a host block (malloc family) that ot_live_record_host_fast (live_fast.h) declined. */
-void ot_live_record_host(uint64_t key, uint64_t size, const ot_origin_t *origin);
+void ot_live_record_host(const ot_origin_t *origin, uint64_t key, uint64_t size);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
 /* ot_live_forget(key, NULL, NULL) for a host free that ot_live_forget_host_fast (live_fast.h)

@@ -475,13 +475,13 @@ counted:
     count_alloc(c, kind, size);
 }
 
-void ot_live_record_from(uint64_t key, uint64_t size, unsigned kind, int device, const ot_origin_t *origin)
+void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
 {
     record_general(key, size, kind, device, origin);
 }
 
 /* A host malloc that ot_live_record_host_fast declined. */
-void ot_live_record_host(uint64_t key, uint64_t size, const ot_origin_t *origin)
+void ot_live_record_host(const ot_origin_t *origin, uint64_t key, uint64_t size)
 {
     record_general(key, size, OT_KIND_HOST, -1, origin);
 }

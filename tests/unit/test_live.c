@@ -241,10 +241,7 @@ static _Atomic long host_misses;
 /* The pair the malloc/free hooks use: the inline own-nursery path, then live.c. */
 static void rec_host(uint64_t k, uint64_t size)
 {
-    if (!ot_live_record_host_fast(k, size)) {
-        ot_origin_t origin = OT_ORIGIN();
-        ot_live_record_host(k, size, &origin);
-    }
+    if (!ot_live_record_host_fast(k, size)) OT_CALL_WITH_ORIGIN(ot_live_record_host, k, size);
 }
 static bool forget_host(uint64_t k) { return ot_live_forget_host_fast(k) || ot_live_forget_host(k); }
 
