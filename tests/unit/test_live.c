@@ -352,6 +352,38 @@ TEST(host_paths_exact)
     setup();
 }
 
+/* A record's stack starts at the caller of the function that expands ot_live_record (a hook),
+ * whatever that function's own frame looks like. */
+static volatile int origin_sink;
+__attribute__((noipa)) static void hook_like(uint64_t k)
+{
+    ot_live_record(k, 4096, OT_KIND_DEVICE, 7);
+    origin_sink++;
+}
+__attribute__((noipa)) static void caller_of_hook(uint64_t k)
+{
+    hook_like(k);
+    origin_sink++;
+}
+
+TEST(record_stack_starts_at_hook_caller)
+{
+    setup();
+    ot_opt.stacks = OT_STACKS_ALL;
+    caller_of_hook(key_of(13, 1));
+    ot_site_info_t si = {0};
+    bool found = false;
+    for (uint32_t id = 1; id <= ot_sites_count() && !found; id++)
+        found = ot_sites_get(id, &si) && si.kind == OT_KIND_DEVICE && si.device == 7 && si.depth > 0;
+    ASSERT(found);
+    ot_frame_t fr;
+    ot_symbolize_begin();
+    ot_symbolize(si.ips[0] - 1, &fr);
+    EXPECT_STR(fr.function, "caller_of_hook");
+    EXPECT(ot_live_forget(key_of(13, 1), NULL, NULL));
+    setup();
+}
+
 /* The peak is folded in per PEAK_GRANULE of change on each thread: a level reached and left
  * again, never asked for while it lasted, still shows within a granule per thread. */
 static void *peak_worker(void *arg)
@@ -388,5 +420,5 @@ TEST(peak_follows_the_level)
            (unsigned long long)(a.bytes + high) >> 10);
 }
 
-TEST_MAIN(peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact)
