@@ -226,10 +226,6 @@ static uint64_t big_take(uint64_t key, bool remove)
 
 static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out);
 
-/* A nursery key with this bit set is being moved to the table by its owner (evict_way): its
- * record is about to be, or already is, in the table. Keys are addresses below 2^57 or tagged
- * handles with bit 62; bit 63 is never part of a key. */
-#define MOVING (1ull << 63)
 
 /* Moves the record in way `v` of this thread's set `w` to the table, leaving the way empty (true),
  * or leaves it where it is (false: no memory for the table). The way is marked MOVING first, with
@@ -290,40 +286,6 @@ static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
     if (OT_UNLIKELY(atomic_load_explicit(&n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
         atomic_store_explicit(&owner_hint[hint_index(key)], (uint16_t)c->nid, memory_order_relaxed);
     return true;
-}
-
-enum { NG_NO = 0, NG_FOUND = 1, NG_MOVING = 2 };
-
-/* Finds key in nursery n; if take, also clears its way. The owner takes with a plain store (it
- * cannot race with its own eviction); another thread takes with a CAS, which fails if the owner
- * has meanwhile marked the way MOVING. NG_MOVING: the record is on its way to the table. */
-static inline int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take, bool owner)
-{
-    __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
-    for (int way = 0; way < 2; way++) {
-        uint64_t k = atomic_load_explicit(&w[way].key, memory_order_acquire);
-        if (k == (key | MOVING)) return NG_MOVING;
-        if (k != key) continue;
-        *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
-        if (!take) {
-            /* The way may have moved on since the key was read: check it still holds. */
-            if (atomic_load_explicit(&w[way].key, memory_order_acquire) != key) return NG_MOVING;
-            return NG_FOUND;
-        }
-        if (owner) {
-            atomic_store_explicit(&w[way].key, 0, memory_order_release);
-            return NG_FOUND;
-        }
-        if (atomic_compare_exchange_strong_explicit(&w[way].key, &k, 0, memory_order_acq_rel, memory_order_acquire))
-            return NG_FOUND;
-        return NG_MOVING; /* its owner is moving it */
-    }
-    return NG_NO;
-}
-
-static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool take)
-{
-    return nursery_find(n, key, val, take, true) == NG_FOUND;
 }
 
 /* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
