@@ -127,7 +127,7 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
     /* record() is always_inline: the origin is the hook's own frame */
-    if (!ot_live_record_host_fast((uintptr_t)p, n)) OT_CALL_WITH_ORIGIN(ot_live_record_host, (uintptr_t)p, n);
+    if (!ot_live_record_host_fast((uintptr_t)p, n)) ot_live_record((uintptr_t)p, n, OT_KIND_HOST, -1);
 }
 
 OT_EXPORT void *malloc(size_t n)

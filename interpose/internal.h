@@ -265,11 +265,9 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
 /* Record a successful allocation made by the hook that expands this (or an always_inline helper of
  * it): the stack, when one is taken, starts at the hook's caller (OT_ORIGIN). device: CUDA
  * ordinal, -1 for host memory. Device kinds always get a call site; host allocations get one by
- * the sampling policy. */
+ * the sampling policy. The malloc hooks try ot_live_record_host_fast (live_fast.h) first. */
 void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device);
 #define ot_live_record(...) OT_CALL_WITH_ORIGIN(ot_live_record_from, __VA_ARGS__)
-/* The same for a host block (malloc family) that ot_live_record_host_fast (live_fast.h) declined. */
-void ot_live_record_host(const ot_origin_t *origin, uint64_t key, uint64_t size);
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
 /* ot_live_forget(key, NULL, NULL) for a host free that ot_live_forget_host_fast (live_fast.h)

@@ -381,8 +381,7 @@ static inline uint32_t note_tag(unsigned kind, int device)
     return 1u << 31 | (uint32_t)kind << 24 | (uint32_t)(device + 1) << 12 | (ot_opt.stack_depth & 0xfff);
 }
 
-static OT_NOINLINE void record_general(uint64_t key, uint64_t size, unsigned kind, int device,
-                                       const ot_origin_t *origin)
+void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
 {
     thread_counters_t *c = counters();
     if (OT_UNLIKELY(!c)) return;
@@ -435,17 +434,6 @@ counted:
     /* After any stale record of this address was accounted (which takes its big entry, if any). */
     if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
     count_alloc(c, kind, size);
-}
-
-void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
-{
-    record_general(key, size, kind, device, origin);
-}
-
-/* A host malloc that ot_live_record_host_fast declined. */
-void ot_live_record_host(const ot_origin_t *origin, uint64_t key, uint64_t size)
-{
-    record_general(key, size, OT_KIND_HOST, -1, origin);
 }
 
 static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)

@@ -1,6 +1,6 @@
 /* The malloc/free fast path of live.c, inlined into the libc hooks: a block recorded in, or freed
  * from, this thread's own nursery costs no call. Everything else goes to the out-of-line functions
- * of live.c (ot_live_record_host, ot_live_forget_host); the fast path changes nothing when it
+ * of live.c (ot_live_record_from, ot_live_forget_host); the fast path changes nothing when it
  * declines. Only live.c and hooks_libc.c include this. */
 #ifndef OOMTRACE_LIVE_FAST_H
 #define OOMTRACE_LIVE_FAST_H
@@ -137,7 +137,7 @@ static inline __attribute__((always_inline)) void count_free(thread_counters_t *
 
 /* A host malloc in the common case: a thread with a nursery, a block below the full-stack size and
  * not sampled, a set with a free way, few threads. Returns false, having changed nothing, for every
- * other case: the caller then calls ot_live_record_host. (It repeats the free-way case of live.c's
+ * other case: the caller then calls ot_live_record. (It repeats the free-way case of live.c's
  * nursery_put on purpose: nursery_put, with its stale-record and eviction branches, costs six saved
  * registers and ~15 instructions per malloc: measured with callgrind on small_churn.) */
 static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)

@@ -34,7 +34,7 @@
 #include <libunwind.h>
 
 /* How many frames at most lie between libunwind's first recorded frame and the frame wanted: our
- * caller, or for ot_stack_capture_at a hook's caller (record_general, ot_live_record_*, the hook
+ * caller, or for ot_stack_capture_at a hook's caller (ot_live_record_from, the hook
  * in between; and the checking build's verify). */
 #define OT_STACK_SEEK 12
 

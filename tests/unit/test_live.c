@@ -231,7 +231,7 @@ TEST(late_destructors_after_release)
     EXPECT_EQ_U(b.bytes, a.bytes);
 }
 
-/* The lean host paths (ot_live_record_host / ot_live_forget_host, used by the malloc hooks) mixed
+/* The lean host paths (live_fast.h and what they fall back to, as the malloc hooks use them) mixed
  * with the general ones, under the default sampled policy: sampled blocks (a call site), blocks big
  * enough for a full stack, full nursery sets (eviction to the table), stale same-address records
  * and blocks freed by another thread. Totals and per-block sizes stay exact. */
@@ -241,7 +241,7 @@ static _Atomic long host_misses;
 /* The pair the malloc/free hooks use: the inline own-nursery path, then live.c. */
 static void rec_host(uint64_t k, uint64_t size)
 {
-    if (!ot_live_record_host_fast(k, size)) OT_CALL_WITH_ORIGIN(ot_live_record_host, k, size);
+    if (!ot_live_record_host_fast(k, size)) ot_live_record(k, size, OT_KIND_HOST, -1);
 }
 static bool forget_host(uint64_t k) { return ot_live_forget_host_fast(k) || ot_live_forget_host(k); }
 
