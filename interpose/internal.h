@@ -152,9 +152,9 @@ static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *fram
 /* A stack from an origin, for a caller that maps stacks to something of its own (live.c: a call
  * site) and calls from the same place over and over. note->tag (nonzero) names what the caller
  * maps under (anything that changes its answer for the same stack). When this stack is exactly the
- * thread's last walk and ot_stack_note_set attached a value to that walk under the same tag,
+ * thread's last walk and ot_unwind_note_set attached a value to that walk under the same tag,
  * note->hit is set, note->value returned and ips left unwritten; else ips are written and
- * note->walk names the walk (0: none) for ot_stack_note_set. Returns the depth either way. */
+ * note->walk names the walk (0: none) for ot_unwind_note_set. Returns the depth either way. */
 typedef struct {
     uint32_t tag;   /* in */
     uint32_t hit;   /* out */
@@ -165,14 +165,13 @@ unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *or
 /* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
  * origin is not among the first frames of the walk. */
 unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin);
-/* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
-void ot_stack_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
 void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by address */
 /* unwind.c: the DWARF-CFI walker behind ot_stack_capture. Frame 0 is (ip, sp, bp); returns the
  * frames written, or -1 where it does not model a frame and libunwind must walk instead. */
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
                    ot_stack_note_t *note);
+/* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
 void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache (OT_UNWIND_CACHE_BYTES, owned by the caller; NULL: none). */

@@ -409,7 +409,7 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
                 site = note.value;
             } else {
                 site = intern_cached(c, ips, depth, kind, device);
-                if (site) ot_stack_note_set(note.walk, note.tag, site);
+                if (site) ot_unwind_note_set(note.walk, note.tag, site);
             }
         } else {
             site = intern_cached(c, ips, 0, kind, device);

@@ -223,16 +223,27 @@ __attribute__((destructor)) static void verify_summary(void)
 }
 #endif
 
+/* The CFI walker from frame (ip, sp, bp), checked against libunwind in the checking build;
+ * libunwind's fast trace where the walker declines. Inlined into both entries below, so the frames
+ * stack_backtrace steps over stay the same. */
+static inline __attribute__((always_inline)) unsigned capture(uintptr_t *ips, unsigned max, unsigned skip,
+                                                              uintptr_t ip, uintptr_t sp, uintptr_t bp,
+                                                              ot_stack_note_t *note)
+{
+    if (max == 0) return 0;
+    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, note);
+#ifdef OT_UNWIND_VERIFY
+    if (n >= 0 && note && note->hit) verify_noted(note->value, (unsigned)n, max, skip, ip);
+    else if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
+#endif
+    if (OT_LIKELY(n >= 0)) return (unsigned)n;
+    return stack_backtrace(ips, max, skip, ip);
+}
+
 OT_NOINLINE unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t bp,
                                            uintptr_t sp, uintptr_t ip)
 {
-    if (max == 0) return 0;
-    int n = ot_unwind_from(ips, max, skip, ip, sp, bp, NULL);
-#ifdef OT_UNWIND_VERIFY
-    if (n >= 0) verify(ips, (unsigned)n, max, skip, ip);
-#endif
-    if (OT_LIKELY(n >= 0)) return (unsigned)n;
-    unsigned r = stack_backtrace(ips, max, skip, ip);
+    unsigned r = capture(ips, max, skip, ip, sp, bp, NULL);
     __asm__ volatile("" ::: "memory"); /* keep this frame: stack_backtrace counts on it */
     return r;
 }
@@ -240,26 +251,11 @@ OT_NOINLINE unsigned ot_stack_capture_from(uintptr_t *ips, unsigned max, unsigne
 OT_NOINLINE unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin,
                                          ot_stack_note_t *note)
 {
-    uintptr_t ip = origin->ip;
     note->hit = 0;
     note->walk = 0;
-    if (max == 0) return 0;
-#ifdef OT_UNWIND_VERIFY
-    int n = ot_unwind_from(ips, max, 0, ip, origin->sp, origin->bp, note);
-    if (n >= 0 && note->hit) verify_noted(note->value, (unsigned)n, max, 0, ip);
-    else if (n >= 0) verify(ips, (unsigned)n, max, 0, ip);
-#else
-    int n = ot_unwind_from(ips, max, 0, ip, origin->sp, origin->bp, note);
-#endif
-    if (OT_LIKELY(n >= 0)) return (unsigned)n;
-    unsigned r = stack_backtrace(ips, max, 0, ip);
-    __asm__ volatile("" ::: "memory"); /* keep this frame: stack_backtrace counts on it */
+    unsigned r = capture(ips, max, 0, origin->ip, origin->sp, origin->bp, note);
+    __asm__ volatile("" ::: "memory");
     return r;
-}
-
-void ot_stack_note_set(uint32_t walk, uint32_t tag, uint32_t value)
-{
-    ot_unwind_note_set(walk, tag, value);
 }
 
 static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth)

@@ -482,7 +482,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
             memcpy(first, ips, sizeof first);
             n0 = n;
             first_walk = note.walk;
-            ot_stack_note_set(note.walk, 7, 1234);
+            ot_unwind_note_set(note.walk, 7, 1234);
             break;
         case 1: /* the same stack and tag: the note, the depth, and no frames written */
             EXPECT(note.hit && note.value == 1234);
@@ -496,13 +496,13 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
                     EXPECT(!note2.hit);
                     name_of(other[0], name, sizeof name);
                     EXPECT_STR(name, "noted_two");
-                    ot_stack_note_set(first_walk, 7, 555); /* a walk that is no longer the last */
-                    ot_stack_note_set(note2.walk, 0, 555); /* tag 0: never noted */
-                    ot_stack_note_set(note2.walk, 7, 0);   /* value 0: never noted */
+                    ot_unwind_note_set(first_walk, 7, 555); /* a walk that is no longer the last */
+                    ot_unwind_note_set(note2.walk, 0, 555); /* tag 0: never noted */
+                    ot_unwind_note_set(note2.walk, 7, 0);   /* value 0: never noted */
                 } else if (r == 1) {
                     EXPECT(!note2.hit);
                     EXPECT(m >= 3 && other[0] != first[0]);
-                    ot_stack_note_set(note2.walk, 7, 77);
+                    ot_unwind_note_set(note2.walk, 7, 77);
                 } else {
                     EXPECT(note2.hit && note2.value == 77);
                 }
@@ -511,7 +511,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
         case 2: /* so the first note is gone: the frames again */
             EXPECT(!note.hit);
             EXPECT(same_stack(ips, n, first, n0));
-            ot_stack_note_set(note.walk, 7, 4321);
+            ot_unwind_note_set(note.walk, 7, 4321);
             break;
         case 3:
             EXPECT(note.hit && note.value == 4321);
@@ -527,7 +527,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
         case 6:
             EXPECT(!note.hit);
             EXPECT(same_stack(ips, n, first, n0));
-            ot_stack_note_set(note.walk, 7, 99);
+            ot_unwind_note_set(note.walk, 7, 99);
             break;
         case 7:
             EXPECT(note.hit && note.value == 99);
