@@ -575,7 +575,10 @@ static inline uint64_t rule_for(uintptr_t ip)
  * induction: a frame equal in (ip, sp, bp) has the same rule, hence the same CFA and slots, and
  * equal slot contents give an equal next frame. The checks are independent loads, not a chain of
  * dependent lookups, so the frames a thread shares with its previous allocation (the outer part
- * of the stack, or all of it in a loop) cost about a load each.
+ * of the stack, or all of it in a loop) cost about a load each. A frame at a remembered sp with
+ * another ip (the caller of both allocations called from another line) does not end the search:
+ * the stacks often meet again one frame further out, and any frame equal in (ip, sp, bp) is a
+ * valid start for the checks, whatever came before it.
  *
  * The memory is the thread's (ot_unwind_attach, from live.c's per-thread record), two buffers used
  * in turn. A walk re-entered on the same thread (a signal handler that allocates) does not use it.
@@ -612,6 +615,7 @@ typedef struct ot_walk {
     uint32_t cur;      /* buffer holding the last walk */
     uint32_t busy;
     uint32_t gens;     /* walks released so far */
+    uint32_t stepped;  /* frames the last walk stepped with a rule rather than checked */
     wbuf_t buf[2];
 } walk_t;
 _Static_assert(sizeof(walk_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
@@ -662,8 +666,9 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
-static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t code_gen)
+static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t code_gen, unsigned stepped)
 {
+    w->stepped = stepped;
     nw->code_gen = code_gen;
     nw->n = n;
     nw->complete = complete;
@@ -697,7 +702,7 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
                    ot_stack_note_t *note)
 {
-    unsigned n = 0, raw = 0, j = 0;
+    unsigned n = 0, raw = 0, j = 0, steps = 0;
     uint32_t code_gen = 0;
     walk_t *w = t_walk;
     const wbuf_t *old = NULL;
@@ -730,6 +735,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                             __builtin_memcpy(ips, old->ips + skip, n * sizeof *ips);
                             if (note) note->walk = old->gen;
                         }
+                        w->stepped = 0;
                         __atomic_signal_fence(__ATOMIC_SEQ_CST);
                         w->busy = 0;
                         return (int)n;
@@ -748,16 +754,20 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                         nw->complete = raw <= WALK_MAX;
                         goto finish;
                     }
-                    /* Go on stepping from the last frame that held (its rule is in the cache). */
+                    /* Go on stepping from the last frame that held (its rule is in the cache); the
+                     * stacks may meet again further out. */
                     const wframe_t *last = &old->f[j + ok - 1];
                     ip = last->ip;
                     sp = last->sp;
                     bp = last->bp;
-                    old = NULL;
+                    j += ok;
                     if (ip == 0) goto ended;
                     goto step;
                 }
-                old = NULL; /* same sp, another frame: the stacks have parted */
+                /* Same sp, another frame (the same function called from another line, or
+                 * another function at that depth): the stacks differ here but may meet again
+                 * further out, where the next remembered frame is tried. */
+                j++;
             }
         }
         if (nw && raw < WALK_MAX) nw->f[raw] = (wframe_t){ip, sp, bp, 0, 1}; /* rbp matters until known */
@@ -769,12 +779,13 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
             if (n == max) goto done;
         }
     step:;
+        steps++;
         uint64_t rule = rule_for(ip);
         unsigned kind = rule_kind(rule);
         if (OT_UNLIKELY(kind != R_STEP)) {
             if (kind == R_LAST) goto ended;
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0, code_gen);
+            if (nw) release(w, nw, 0, 0, code_gen, steps);
             return -1;
         }
         uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
@@ -782,7 +793,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
          * corrupt or unmodelled stack; libunwind decides. */
         if (OT_UNLIKELY(cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30))) {
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0, code_gen);
+            if (nw) release(w, nw, 0, 0, code_gen, steps);
             return -1;
         }
         uintptr_t nip = *(const uintptr_t *)(cfa - 8);
@@ -804,7 +815,7 @@ done:
     if (nw) nw->complete = 0;
 finish:
     if (nw) {
-        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, code_gen);
+        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, code_gen, steps);
         if (note) note->walk = nw->gen;
     }
     return (int)n;
@@ -837,6 +848,11 @@ void ot_unwind_atfork_child(void)
         __atomic_fetch_add(&g_mod_seq, 1, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&g_mod_lock, 0, __ATOMIC_RELEASE);
+}
+
+unsigned ot_unwind_last_stepped(void)
+{
+    return t_walk ? t_walk->stepped : 0;
 }
 
 void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks)

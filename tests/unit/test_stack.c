@@ -430,6 +430,18 @@ TEST(test_cfi_cache_parts)
         name_of(ips[0], name, sizeof name);
         EXPECT_STR(name, "test_cfi_cache_parts");
     }
+    /* A walk steps only where its stack differs from the last one: the capture's own frame holds,
+     * the caller's is another (same sp, another ip), and from this function's caller on the two
+     * meet again and are checked, not stepped. The first walk after attaching steps every frame. */
+    ot_unwind_attach(walk_mem[1]);
+    unsigned full = caller_one(ips), first = ot_unwind_last_stepped();
+    caller_two(ips);
+    unsigned joined = ot_unwind_last_stepped();
+    caller_one(ips);
+    unsigned back = ot_unwind_last_stepped();
+    printf("  frames stepped: %u of %u on the first walk, then %u and %u\n", first, full, joined, back);
+    EXPECT(first + 1 >= full && full >= 6);
+    EXPECT(joined <= 3 && back <= 3);
     ot_unwind_attach(NULL);
 }
 
