@@ -174,9 +174,12 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
 /* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
 void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 void ot_unwind_init(void);
-/* Per-thread memory for the walk cache (OT_UNWIND_CACHE_BYTES, owned by the caller; NULL: none). */
-#define OT_UNWIND_CACHE_BYTES 16384
-void ot_unwind_attach(void *mem);
+/* Per-thread memory for the walk cache, owned by the caller (NULL: none). OT_UNWIND_CACHE_BYTES
+ * remembers the last 8 walks (stacks=all: a stack seen again among them is not walked again, and
+ * its noted call site comes back); OT_UNWIND_CACHE_MIN_BYTES only the last 2. */
+#define OT_UNWIND_CACHE_BYTES 57344
+#define OT_UNWIND_CACHE_MIN_BYTES 14336
+void ot_unwind_attach(void *mem, size_t bytes);
 void ot_unwind_flush(void);
 void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);
 /* Frames this thread's last walk stepped with a CFI rule; the rest it checked against its previous

@@ -65,7 +65,7 @@ static void counters_release(void *p)
     thread_counters_t *c = p;
     thread_gone = true;
     my_counters = NULL;
-    ot_unwind_attach(NULL);
+    ot_unwind_attach(NULL, 0);
     /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
 }
@@ -144,8 +144,11 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
     c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)&ts ^ (uint64_t)gettid() ^ 0x9e3779b97f4a7c15ull;
     if (!c->rng) c->rng = 1;
     c->sample_left = next_sample_gap(c);
-    if (!c->walk && ot_opt.stacks != OT_STACKS_NONE) c->walk = ot_mmap(OT_UNWIND_CACHE_BYTES);
-    ot_unwind_attach(c->walk);
+    /* With a stack for every allocation, the walker remembers more walks (stacks met again among
+     * the last few cost no walk and no interning); sampled stacks are rare enough for two. */
+    size_t walk_bytes = ot_opt.stacks == OT_STACKS_ALL ? OT_UNWIND_CACHE_BYTES : OT_UNWIND_CACHE_MIN_BYTES;
+    if (!c->walk && ot_opt.stacks != OT_STACKS_NONE) c->walk = ot_mmap(walk_bytes);
+    ot_unwind_attach(c->walk, walk_bytes);
     my_counters = c;
     if (atomic_load_explicit(&key_ready, memory_order_acquire) == 2) pthread_setspecific(counters_key, c);
     return c;

@@ -611,14 +611,18 @@ typedef struct {
     uintptr_t ips[WALK_MAX];
     wframe_t f[WALK_MAX];
 } wbuf_t;
+#define WALK_BUFS 8
 typedef struct ot_walk {
-    uint32_t cur;      /* buffer holding the last walk */
     uint32_t busy;
     uint32_t gens;     /* walks released so far */
     uint32_t stepped;  /* frames the last walk stepped with a rule rather than checked */
-    wbuf_t buf[2];
+    uint32_t nbufs;    /* 2..WALK_BUFS, from the memory attached */
+    uint8_t order[WALK_BUFS]; /* buffers, most recently used first: order[0] holds the last walk */
+    uintptr_t key_ip[WALK_BUFS], key_sp[WALK_BUFS]; /* each buffer's frame 0 (0: none), for memo_find */
+    wbuf_t buf[];
 } walk_t;
-_Static_assert(sizeof(walk_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
+_Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
+_Static_assert(sizeof(walk_t) + 2 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_MIN_BYTES, "OT_UNWIND_CACHE_MIN_BYTES too small");
 
 static OT_TLS walk_t *t_walk;
 /* Bumped by ot_unwind_flush (after dlclose): a remembered walk from before describes frames whose
@@ -626,12 +630,19 @@ static OT_TLS walk_t *t_walk;
 static uint32_t g_code_gen;
 static uint64_t g_fallbacks;
 
-void ot_unwind_attach(void *mem)
+void ot_unwind_attach(void *mem, size_t bytes)
 {
     walk_t *w = mem;
+    if (w && bytes < sizeof(walk_t) + 2 * sizeof(wbuf_t)) w = NULL;
     if (w) {
-        w->buf[0].n = w->buf[1].n = 0;
-        w->buf[0].note_key = w->buf[1].note_key = 0;
+        size_t fit = (bytes - sizeof(walk_t)) / sizeof(wbuf_t);
+        w->nbufs = fit < WALK_BUFS ? (uint32_t)fit : WALK_BUFS;
+        for (unsigned b = 0; b < w->nbufs; b++) {
+            w->order[b] = (uint8_t)b;
+            w->key_ip[b] = w->key_sp[b] = 0;
+            w->buf[b].n = 0;
+            w->buf[b].note_key = 0;
+        }
         w->busy = 0;
     }
     t_walk = w;
@@ -666,9 +677,21 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
+/* Buffer order[r] becomes the most recently used. */
+static inline void to_front(walk_t *w, unsigned r)
+{
+    uint8_t b = w->order[r];
+    for (; r > 0; r--) w->order[r] = w->order[r - 1];
+    w->order[0] = b;
+}
+
+/* The new walk, in the least recently used buffer, becomes the last walk. */
 static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t code_gen, unsigned stepped)
 {
+    unsigned b = w->order[w->nbufs - 1];
     w->stepped = stepped;
+    w->key_ip[b] = n ? nw->f[0].ip : 0;
+    w->key_sp[b] = n ? nw->f[0].sp : 0;
     nw->code_gen = code_gen;
     nw->n = n;
     nw->complete = complete;
@@ -676,7 +699,7 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     if (++w->gens == 0) w->gens = 1;
     nw->gen = w->gens;
     build_checks(nw);
-    w->cur ^= 1;
+    to_front(w, w->nbufs - 1);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
 }
@@ -692,17 +715,48 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
 {
     walk_t *w = t_walk;
     if (!w || !walk || !tag || !value || w->busy) return;
-    wbuf_t *b = &w->buf[w->cur];
+    wbuf_t *b = &w->buf[w->order[0]];
     if (b->gen != walk) return;
     b->note_site = value;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     b->note_key = note_key(walk, tag);
 }
 
+/* A remembered walk other than the last one that is this very stack (frame 0 equal, every check
+ * holding, complete): its place in the order, or 0. A program that allocates from a few stacks in
+ * turn (python3: two) finds each of them here. */
+static inline unsigned memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen)
+{
+    for (unsigned r = 1; r < w->nbufs; r++) {
+        unsigned b = w->order[r];
+        if (w->key_ip[b] != ip || w->key_sp[b] != sp) continue;
+        const wbuf_t *m = &w->buf[b];
+        if (!m->n || !m->complete || m->code_gen != code_gen || (m->f[0].bp != bp && m->f[0].bprel)) continue;
+        if (validate(m, 0) == m->n) return r;
+    }
+    return 0;
+}
+
+/* The very same stack as the remembered walk m: its note if it has one under this tag, else its
+ * frames. No frame is walked and m stays as it is. */
+static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max, unsigned skip, ot_stack_note_t *note)
+{
+    unsigned n = m->nips > skip ? m->nips - skip : 0;
+    if (n > max) n = max;
+    if (note && note->tag && m->note_key == note_key(m->gen, note->tag)) {
+        note->hit = 1;
+        note->value = m->note_site;
+    } else {
+        __builtin_memcpy(ips, m->ips + skip, n * sizeof *ips);
+        if (note) note->walk = m->gen;
+    }
+    return n;
+}
+
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
                    ot_stack_note_t *note)
 {
-    unsigned n = 0, raw = 0, j = 0, steps = 0;
+    unsigned n = 0, raw = 0, j = 0, steps = 0, r = 0;
     uint32_t code_gen = 0;
     walk_t *w = t_walk;
     const wbuf_t *old = NULL;
@@ -711,11 +765,13 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     if (w && !w->busy) {
         w->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees busy before we touch the buffers */
-        old = &w->buf[w->cur];
-        nw = &w->buf[w->cur ^ 1];
+        old = &w->buf[w->order[0]];
+        nw = &w->buf[w->order[w->nbufs - 1]];
         code_gen = __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE);
         if (!old->n || old->code_gen != code_gen) old = NULL;
+        if (!(old && old->f[0].ip == ip && old->f[0].sp == sp)) goto memo;
     }
+walk:
     for (;;) {
         if (old) {
             /* Join the last walk where this one reaches one of its frames. */
@@ -726,19 +782,15 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     unsigned ok = validate(old, j);
                     if (raw == 0 && j == 0 && ok == old->n && old->complete) {
                         /* The very same stack as last time (a loop): emit it, keep the buffer. */
-                        n = old->nips > skip ? old->nips - skip : 0;
-                        if (n > max) n = max;
-                        if (note && note->tag && old->note_key == note_key(old->gen, note->tag)) {
-                            note->hit = 1;
-                            note->value = old->note_site;
-                        } else {
-                            __builtin_memcpy(ips, old->ips + skip, n * sizeof *ips);
-                            if (note) note->walk = old->gen;
-                        }
+                        n = same_stack(old, ips, max, skip, note);
                         w->stepped = 0;
                         __atomic_signal_fence(__ATOMIC_SEQ_CST);
                         w->busy = 0;
                         return (int)n;
+                    }
+                    if (raw == 0 && j == 0 && w->nbufs > 2) {
+                        /* Frame 0 as last time, the rest not: maybe one of the walks before. */
+                        if ((r = memo_find(w, ip, sp, bp, code_gen)) != 0) goto memo_hit;
                     }
                     for (unsigned t = j; t < j + ok; t++) {
                         if (raw < WALK_MAX) nw->f[raw] = old->f[t];
@@ -808,6 +860,18 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         sp = cfa;
         ip = nip;
     }
+memo:
+    /* The last walk does not start at this frame: maybe one of the walks before does. */
+    if (w->nbufs > 2 && (r = memo_find(w, ip, sp, bp, code_gen)) != 0) {
+        memo_hit:
+            n = same_stack(&w->buf[w->order[r]], ips, max, skip, note);
+            to_front(w, r);
+            w->stepped = 0;
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            w->busy = 0;
+            return (int)n;
+    }
+    goto walk;
 ended:
     if (nw) nw->complete = raw <= WALK_MAX;
     goto finish;

@@ -345,7 +345,7 @@ TEST(test_cfi_frame_kinds)
     uint64_t f0, f1;
     ot_unwind_stats(NULL, &f0);
     for (int cached = 0; cached < 2; cached++) {
-        ot_unwind_attach(cached ? walk_mem[0] : NULL);
+        ot_unwind_attach(cached ? walk_mem[0] : NULL, sizeof walk_mem[0]);
         for (unsigned i = 0; i < 20; i++) {
             /* Depth and frame sizes change from call to call: the cache must notice. */
             if (!recurse(i % 7, 16 + 48 * (i % 5))) {
@@ -354,7 +354,7 @@ TEST(test_cfi_frame_kinds)
             }
         }
     }
-    ot_unwind_attach(NULL);
+    ot_unwind_attach(NULL, 0);
     ot_unwind_stats(NULL, &f1);
     EXPECT_EQ_U(f1 - f0, 0); /* every frame above was walked from its CFI, none by libunwind */
 }
@@ -379,9 +379,9 @@ TEST(test_cfi_deeper_than_cache)
 {
     uintptr_t got[3][OT_MAX_FRAMES];
     unsigned n[3];
-    ot_unwind_attach(walk_mem[0]);
+    ot_unwind_attach(walk_mem[0], sizeof walk_mem[0]);
     deep_pair(120, got, n);
-    ot_unwind_attach(NULL);
+    ot_unwind_attach(NULL, 0);
     EXPECT_EQ_U(n[0], OT_MAX_FRAMES);
     for (int k = 0; k < 2; k++) {
         EXPECT(same_stack(got[k], n[k], got[2], n[2]));
@@ -414,7 +414,7 @@ TEST(test_cfi_cache_parts)
 {
     uintptr_t ips[OT_MAX_FRAMES];
     char name[512];
-    ot_unwind_attach(walk_mem[1]);
+    ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
     for (volatile int i = 0; i < 6; i++) {
         unsigned n = (i & 1) ? caller_two(ips) : caller_one(ips);
         ASSERT(n >= 3);
@@ -433,7 +433,7 @@ TEST(test_cfi_cache_parts)
     /* A walk steps only where its stack differs from the last one: the capture's own frame holds,
      * the caller's is another (same sp, another ip), and from this function's caller on the two
      * meet again and are checked, not stepped. The first walk after attaching steps every frame. */
-    ot_unwind_attach(walk_mem[1]);
+    ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
     unsigned full = caller_one(ips), first = ot_unwind_last_stepped();
     caller_two(ips);
     unsigned joined = ot_unwind_last_stepped();
@@ -442,7 +442,7 @@ TEST(test_cfi_cache_parts)
     printf("  frames stepped: %u of %u on the first walk, then %u and %u\n", first, full, joined, back);
     EXPECT(first + 1 >= full && full >= 6);
     EXPECT(joined <= 3 && back <= 3);
-    ot_unwind_attach(NULL);
+    ot_unwind_attach(NULL, 0);
 }
 
 /* Notes (ot_stack_capture_at): a value attached to a walk comes back only for that very stack,
@@ -469,6 +469,33 @@ __attribute__((noipa)) static unsigned noted_two(uintptr_t *ips, uint32_t tag, o
     return n;
 }
 
+/* One function reached at growing depths: a new stack each time (another sp for frame 0). */
+__attribute__((noipa)) static unsigned noted_deep(unsigned d, uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = d ? noted_deep(d - 1, ips, tag, note) : noted_leaf(ips, tag, note);
+    sink += d;
+    return n;
+}
+/* Two stacks that share frame 0 (noted_mid's, same ip and sp) and part above it. */
+__attribute__((noipa)) static unsigned noted_mid(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = noted_leaf(ips, tag, note);
+    sink += 3;
+    return n;
+}
+__attribute__((noipa)) static unsigned noted_via_a(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = noted_mid(ips, tag, note);
+    sink += 4;
+    return n;
+}
+__attribute__((noipa)) static unsigned noted_via_b(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = noted_mid(ips, tag, note);
+    sink += 5;
+    return n;
+}
+
 /* The same stack again means the same rbp too wherever rbp matters: this function keeps rbp as its
  * frame pointer, so that no loop variable of its own lives there and makes every step a new stack. */
 __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(void);
@@ -481,10 +508,10 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
     uint32_t first_walk = 0;
     char name[512];
     ot_stack_note_t note, note2;
-    ot_unwind_attach(walk_mem[1]);
-    for (volatile unsigned step = 0; step < 8; step++) {
+    ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
+    for (volatile unsigned step = 0; step < 9; step++) {
         memset(ips, 0, sizeof ips);
-        unsigned n = noted_one(ips, step == 4 ? 8 : 7, &note); /* one call site: one stack */
+        unsigned n = noted_one(ips, step == 5 ? 8 : 7, &note); /* one call site: one stack */
         switch (step) {
         case 0: /* a first walk: no note yet */
             ASSERT(n >= 3);
@@ -520,28 +547,37 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
                 }
             }
             break;
-        case 2: /* so the first note is gone: the frames again */
+        case 2: /* one other stack in between: the first is still among the walks remembered */
+            EXPECT(note.hit && note.value == 1234);
+            EXPECT_EQ_U(n, n0);
+            /* Eight other stacks push it out. */
+            for (volatile unsigned d = 0; d < 8; d++) {
+                noted_deep(d, other, 7, &note2);
+                EXPECT(!note2.hit);
+            }
+            break;
+        case 3: /* so the first note is gone: the frames again */
             EXPECT(!note.hit);
             EXPECT(same_stack(ips, n, first, n0));
             ot_unwind_note_set(note.walk, 7, 4321);
             break;
-        case 3:
+        case 4:
             EXPECT(note.hit && note.value == 4321);
             break;
-        case 4: /* another tag: no note, the frames; the walk and its note stay */
+        case 5: /* another tag: no note, the frames; the walk and its note stay */
             EXPECT(!note.hit);
             EXPECT(same_stack(ips, n, first, n0));
             break;
-        case 5:
+        case 6:
             EXPECT(note.hit && note.value == 4321);
             ot_stack_flush(); /* what a dlclose does: remembered walks no longer join */
             break;
-        case 6:
+        case 7:
             EXPECT(!note.hit);
             EXPECT(same_stack(ips, n, first, n0));
             ot_unwind_note_set(note.walk, 7, 99);
             break;
-        case 7:
+        case 8:
             EXPECT(note.hit && note.value == 99);
             break;
         }
@@ -550,7 +586,49 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
             break;
         }
     }
-    ot_unwind_attach(NULL);
+    ot_unwind_attach(NULL, 0);
+}
+
+/* Stacks taken in turn (python3 allocates from two): each is found among the remembered walks
+ * with its own note, also when two of them share frame 0 and part above it; with only the last
+ * two walks remembered (the size for sampled stacks), three in turn are walked every time. */
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(void);
+TEST(test_cfi_memo) { cfi_memo_body(); }
+
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(void)
+{
+    uintptr_t ips[OT_MAX_FRAMES];
+    ot_stack_note_t note;
+    char name[512];
+    for (volatile int small = 0; small < 2; small++) {
+        ot_unwind_attach(walk_mem[1], small ? OT_UNWIND_CACHE_MIN_BYTES : sizeof walk_mem[1]);
+        unsigned hits = 0;
+        for (volatile unsigned i = 0; i < 13; i++) {
+            unsigned which = i % 3, n;
+            memset(ips, 0, sizeof ips);
+            /* After a dlclose no remembered walk is taken (via_a's is not the last one). */
+            if (i == 12) ot_stack_flush();
+            if (which == 0) n = noted_via_a(ips, 7, &note);
+            else if (which == 1) n = noted_via_b(ips, 7, &note);
+            else n = noted_one(ips, 7, &note);
+            ASSERT(n >= 3);
+            if (note.hit) {
+                hits++;
+                EXPECT(i < 12);
+                EXPECT_EQ_U(note.value, 100 + which); /* its own note, never the other's */
+                EXPECT_EQ_U(ot_unwind_last_stepped(), 0);
+            } else {
+                name_of(ips[1], name, sizeof name);
+                EXPECT_STR(name, which == 0 ? "noted_via_a" : which == 1 ? "noted_via_b" : name);
+                ot_unwind_note_set(note.walk, 7, 100 + which);
+            }
+        }
+        printf("  %s: %u of 12 stacks taken in turn found with their note\n",
+               small ? "two walks remembered" : "eight walks remembered", hits);
+        EXPECT_EQ_U(hits, small ? 0 : 9);
+        ot_unwind_attach(NULL, 0);
+        if (ot_t_failed_) break;
+    }
 }
 
 /* A thread with its own cache, and the same stacks again from threads racing on the shared rule
@@ -559,9 +637,9 @@ static OT_NOINLINE void *cfi_thread(void *arg)
 {
     static OT_TLS char mem[OT_UNWIND_CACHE_BYTES] __attribute__((aligned(64)));
     bool ok = true;
-    ot_unwind_attach(arg ? mem : NULL);
+    ot_unwind_attach(arg ? mem : NULL, sizeof mem);
     for (unsigned i = 0; i < 200 && ok; i++) ok = recurse(i % 5, 32 + i);
-    ot_unwind_attach(NULL);
+    ot_unwind_attach(NULL, 0);
     return ok ? arg : (void *)0x1;
 }
 
@@ -612,5 +690,5 @@ TEST(test_cost_20_frames)
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
-          test_cfi_frame_kinds, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_notes, test_cfi_threads,
+          test_cfi_frame_kinds, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_notes, test_cfi_memo, test_cfi_threads,
           test_cost_20_frames)
