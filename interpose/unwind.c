@@ -589,11 +589,14 @@ static inline uint64_t rule_for(uintptr_t ip)
 typedef struct {
     uintptr_t ip, sp, bp;
     uintptr_t bpaddr; /* where the caller's rbp is restored from; 0: not saved (it is ours) */
-    uintptr_t bprel;  /* 1: this frame's rbp matters (a CFA based on it, or passed to the caller) */
+    uintptr_t bprel;  /* bit 0: this frame's rbp may matter (a CFA based on it, its rule not known, or
+                       * passed on to the caller); bit 1: stepped with a CFA from rsp and rbp passed on */
 } wframe_t;
 typedef struct {
     uint32_t n;        /* frames remembered */
     uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
+    uint32_t cut;      /* it stopped at a depth limit instead: that max | skip << 16 (0: it did not) */
+    uint32_t matters0; /* frame 0's rbp matters to some frame of this walk (build_checks) */
     /* Derived from f[] when the walk ends (build_checks), for validate: the checks in a flat list
      * of {address, value} (every return-address slot, and each saved rbp that matters), first[t]
      * the first check of the step from frame t to t + 1, frame[c] the frame check c vouches for;
@@ -621,8 +624,10 @@ typedef struct ot_walk {
     uintptr_t key_ip[WALK_BUFS], key_sp[WALK_BUFS]; /* each buffer's frame 0 (0: none), for memo_find */
     wbuf_t buf[];
 } walk_t;
-_Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES, "OT_UNWIND_CACHE_BYTES too small");
-_Static_assert(sizeof(walk_t) + 2 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_MIN_BYTES, "OT_UNWIND_CACHE_MIN_BYTES too small");
+_Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
+               "OT_UNWIND_CACHE_BYTES too small");
+_Static_assert(sizeof(walk_t) + 2 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_MIN_BYTES,
+               "OT_UNWIND_CACHE_MIN_BYTES too small");
 
 static OT_TLS walk_t *t_walk;
 /* Bumped by ot_unwind_flush (after dlclose): a remembered walk from before describes frames whose
@@ -650,6 +655,19 @@ void ot_unwind_attach(void *mem, size_t bytes)
 
 static void build_checks(wbuf_t *b)
 {
+    /* Does frame 0's rbp matter to the walk as a whole? Only if some frame computes its CFA from
+     * rbp, reached through frames that pass rbp on unsaved. A frame that saves rbp hands its caller
+     * the saved value (a checked slot where that matters), and nothing is computed from the last
+     * frame of a walk that ended; the last frame of a cut walk is not known, so it matters. Only for
+     * a walk that matches in full (same stack, memo_find): a partial join keeps the per-frame rule. */
+    unsigned m = 1;
+    for (unsigned t = b->n; t-- > 0;) {
+        const wframe_t *f = &b->f[t];
+        if (t + 1 == b->n) m = !b->complete;
+        else if (f->bpaddr) m = (unsigned)(f->bprel & 1);
+        else if (!(f->bprel & 2)) m = 1;
+    }
+    b->matters0 = m;
     unsigned c = 0, k = 0;
     for (unsigned t = 0; t < b->n; t++) {
         b->first[t] = (uint16_t)c;
@@ -686,7 +704,8 @@ static inline void to_front(walk_t *w, unsigned r)
 }
 
 /* The new walk, in the least recently used buffer, becomes the last walk. */
-static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t code_gen, unsigned stepped)
+static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t cut,
+                           uint32_t code_gen, unsigned stepped)
 {
     unsigned b = w->order[w->nbufs - 1];
     w->stepped = stepped;
@@ -695,6 +714,7 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     nw->code_gen = code_gen;
     nw->n = n;
     nw->complete = complete;
+    nw->cut = cut;
     nw->note_key = 0;
     if (++w->gens == 0) w->gens = 1;
     nw->gen = w->gens;
@@ -722,16 +742,25 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
     b->note_key = note_key(walk, tag);
 }
 
+/* Can walk m stand for a request of (max, skip) whose frames all hold? If it reached the end of
+ * the stack, always; if it stopped at its depth limit, under the same limit. */
+static inline bool whole(const wbuf_t *m, unsigned max, unsigned skip)
+{
+    return m->complete || (m->cut != 0 && m->cut == (max | skip << 16));
+}
+
 /* A remembered walk other than the last one that is this very stack (frame 0 equal, every check
  * holding, complete): its place in the order, or 0. A program that allocates from a few stacks in
  * turn (python3: two) finds each of them here. */
-static inline unsigned memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen)
+static inline unsigned memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
+                                 unsigned max, unsigned skip)
 {
     for (unsigned r = 1; r < w->nbufs; r++) {
         unsigned b = w->order[r];
         if (w->key_ip[b] != ip || w->key_sp[b] != sp) continue;
         const wbuf_t *m = &w->buf[b];
-        if (!m->n || !m->complete || m->code_gen != code_gen || (m->f[0].bp != bp && m->f[0].bprel)) continue;
+        if (!m->n || !whole(m, max, skip) || m->code_gen != code_gen || (m->f[0].bp != bp && m->matters0))
+            continue;
         if (validate(m, 0) == m->n) return r;
     }
     return 0;
@@ -739,7 +768,8 @@ static inline unsigned memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, ui
 
 /* The very same stack as the remembered walk m: its note if it has one under this tag, else its
  * frames. No frame is walked and m stays as it is. */
-static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max, unsigned skip, ot_stack_note_t *note)
+static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max, unsigned skip,
+                                  ot_stack_note_t *note)
 {
     unsigned n = m->nips > skip ? m->nips - skip : 0;
     if (n > max) n = max;
@@ -756,7 +786,8 @@ static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max,
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
                    ot_stack_note_t *note)
 {
-    unsigned n = 0, raw = 0, j = 0, steps = 0, r = 0;
+    unsigned n = 0, raw = 0, j = 0, steps = 0, r = 0, skip0 = skip;
+    uint32_t cut = 0;
     uint32_t code_gen = 0;
     walk_t *w = t_walk;
     const wbuf_t *old = NULL;
@@ -778,9 +809,12 @@ walk:
             while (j < old->n && old->f[j].sp < sp) j++;
             if (j < old->n && old->f[j].sp == sp) {
                 const wframe_t *o = &old->f[j];
-                if (o->ip == ip && (o->bp == bp || !o->bprel)) {
+                /* A join needs rbp equal where this frame's rule passes it on; the same stack as a
+                 * whole only where some frame of the walk uses it. */
+                bool bp_ok = o->bp == bp || !o->bprel;
+                if (o->ip == ip && (bp_ok || (raw == 0 && j == 0 && !old->matters0))) {
                     unsigned ok = validate(old, j);
-                    if (raw == 0 && j == 0 && ok == old->n && old->complete) {
+                    if (raw == 0 && j == 0 && ok == old->n && whole(old, max, skip)) {
                         /* The very same stack as last time (a loop): emit it, keep the buffer. */
                         n = same_stack(old, ips, max, skip, note);
                         w->stepped = 0;
@@ -790,31 +824,34 @@ walk:
                     }
                     if (raw == 0 && j == 0 && w->nbufs > 2) {
                         /* Frame 0 as last time, the rest not: maybe one of the walks before. */
-                        if ((r = memo_find(w, ip, sp, bp, code_gen)) != 0) goto memo_hit;
+                        if ((r = memo_find(w, ip, sp, bp, code_gen, max, skip)) != 0) goto memo_hit;
                     }
-                    for (unsigned t = j; t < j + ok; t++) {
-                        if (raw < WALK_MAX) nw->f[raw] = old->f[t];
-                        raw++; /* counted past WALK_MAX too: such a walk is not complete */
-                        if (old->f[t].ip == 0) break;
-                        if (skip) skip--;
-                        else {
-                            ips[n++] = old->f[t].ip;
-                            if (n == max) goto done;
+                    /* Otherwise frame 0 matched only as part of a whole stack, which this is not. */
+                    if (bp_ok) {
+                        for (unsigned t = j; t < j + ok; t++) {
+                            if (raw < WALK_MAX) nw->f[raw] = old->f[t];
+                            raw++; /* counted past WALK_MAX too: such a walk is not complete */
+                            if (old->f[t].ip == 0) break;
+                            if (skip) skip--;
+                            else {
+                                ips[n++] = old->f[t].ip;
+                                if (n == max) goto done;
+                            }
                         }
+                        if (j + ok == old->n && old->complete) {
+                            nw->complete = raw <= WALK_MAX;
+                            goto finish;
+                        }
+                        /* Go on stepping from the last frame that held (its rule is in the cache); the
+                         * stacks may meet again further out. */
+                        const wframe_t *last = &old->f[j + ok - 1];
+                        ip = last->ip;
+                        sp = last->sp;
+                        bp = last->bp;
+                        j += ok;
+                        if (ip == 0) goto ended;
+                        goto step;
                     }
-                    if (j + ok == old->n && old->complete) {
-                        nw->complete = raw <= WALK_MAX;
-                        goto finish;
-                    }
-                    /* Go on stepping from the last frame that held (its rule is in the cache); the
-                     * stacks may meet again further out. */
-                    const wframe_t *last = &old->f[j + ok - 1];
-                    ip = last->ip;
-                    sp = last->sp;
-                    bp = last->bp;
-                    j += ok;
-                    if (ip == 0) goto ended;
-                    goto step;
                 }
                 /* Same sp, another frame (the same function called from another line, or
                  * another function at that depth): the stacks differ here but may meet again
@@ -837,7 +874,7 @@ walk:
         if (OT_UNLIKELY(kind != R_STEP)) {
             if (kind == R_LAST) goto ended;
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0, code_gen, steps);
+            if (nw) release(w, nw, 0, 0, 0, code_gen, steps);
             return -1;
         }
         uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
@@ -845,7 +882,7 @@ walk:
          * corrupt or unmodelled stack; libunwind decides. */
         if (OT_UNLIKELY(cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30))) {
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0, code_gen, steps);
+            if (nw) release(w, nw, 0, 0, 0, code_gen, steps);
             return -1;
         }
         uintptr_t nip = *(const uintptr_t *)(cfa - 8);
@@ -856,13 +893,15 @@ walk:
                 nw->f[raw - 1].bprel = rule_cfa_bp(rule);
             }
             bp = *(const uintptr_t *)at;
+        } else if (nw && raw - 1 < WALK_MAX && !rule_cfa_bp(rule)) {
+            nw->f[raw - 1].bprel = 3; /* rbp passed on as it is: it matters if it matters to the caller */
         }
         sp = cfa;
         ip = nip;
     }
 memo:
     /* The last walk does not start at this frame: maybe one of the walks before does. */
-    if (w->nbufs > 2 && (r = memo_find(w, ip, sp, bp, code_gen)) != 0) {
+    if (w->nbufs > 2 && (r = memo_find(w, ip, sp, bp, code_gen, max, skip)) != 0) {
         memo_hit:
             n = same_stack(&w->buf[w->order[r]], ips, max, skip, note);
             to_front(w, r);
@@ -876,10 +915,14 @@ ended:
     if (nw) nw->complete = raw <= WALK_MAX;
     goto finish;
 done:
-    if (nw) nw->complete = 0;
+    /* Stopped at the depth limit: the same first frames under the same limit are the same stack. */
+    if (nw) {
+        nw->complete = 0;
+        if (raw <= WALK_MAX) cut = max | skip0 << 16;
+    }
 finish:
     if (nw) {
-        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, code_gen, steps);
+        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, cut, code_gen, steps);
         if (note) note->walk = nw->gen;
     }
     return (int)n;

@@ -496,6 +496,28 @@ __attribute__((noipa)) static unsigned noted_via_b(uintptr_t *ips, uint32_t tag,
     return n;
 }
 
+/* rbp as optimised code uses it, a callee-saved register holding data: rbp_varies loads another
+ * value into it for each call (saving its caller's, as the ABI wants) and calls rbp_passes, which
+ * leaves rbp alone. Frame 0 (rbp_passes) passes rbp on unsaved, but no frame of the stack computes
+ * its CFA from rbp, so the same stack with another rbp is still the same stack. */
+__attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_passes(uintptr_t *ips,
+                                                                                  ot_stack_note_t *note)
+{
+    unsigned n = noted_leaf(ips, 7, note);
+    sink += 6;
+    return n;
+}
+__attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_varies(uintptr_t value, uintptr_t *ips,
+                                                                                  ot_stack_note_t *note)
+{
+    register uintptr_t in_rbp __asm__("rbp") = value;
+    __asm__ volatile("" : "+r"(in_rbp));
+    unsigned n = rbp_passes(ips, note);
+    __asm__ volatile("" : "+r"(in_rbp));
+    sink += in_rbp;
+    return n;
+}
+
 /* The same stack again means the same rbp too wherever rbp matters: this function keeps rbp as its
  * frame pointer, so that no loop variable of its own lives there and makes every step a new stack. */
 __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(void);
@@ -626,6 +648,23 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
         printf("  %s: %u of 12 stacks taken in turn found with their note\n",
                small ? "two walks remembered" : "eight walks remembered", hits);
         EXPECT_EQ_U(hits, small ? 0 : 9);
+        /* The same stack with another value in rbp each time: found again (the last walk, then a
+         * remembered one after another stack in between). */
+        unsigned rbp_hits = 0;
+        for (volatile unsigned i = 0; i < 6; i++) {
+            unsigned n = rbp_varies(0x5000 + 16 * i, ips, &note);
+            ASSERT(n >= 3);
+            if (note.hit) {
+                rbp_hits++;
+                EXPECT_EQ_U(note.value, 300);
+            } else {
+                name_of(ips[0], name, sizeof name);
+                EXPECT_STR(name, "rbp_passes");
+                ot_unwind_note_set(note.walk, 7, 300);
+            }
+            if (i == 3) noted_one(ips, 7, &note); /* another stack in between */
+        }
+        EXPECT_EQ_U(rbp_hits, small ? 4 : 5);
         ot_unwind_attach(NULL, 0);
         if (ot_t_failed_) break;
     }
