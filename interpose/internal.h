@@ -162,6 +162,9 @@ typedef struct {
     uint32_t walk;  /* out when not hit */
 } ot_stack_note_t;
 unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin, ot_stack_note_t *note);
+/* Asked first by a caller of ot_stack_capture_at with a note: the value noted under tag if the
+ * stack from origin is the thread's last walk (and its depth), else 0, walking nothing. */
+uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth);
 /* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
  * origin is not among the first frames of the walk. */
 unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin);
@@ -173,6 +176,8 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                    ot_stack_note_t *note);
 /* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
 void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
+/* ot_stack_noted_at's test: the value noted for the last walk if it is this stack, else 0. */
+uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth);
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache, owned by the caller (NULL: none). OT_UNWIND_CACHE_BYTES
  * remembers the last 8 walks (stacks=all: a stack seen again among them is not walked again, and

@@ -407,12 +407,15 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
             /* A loop allocating from one place: the walker recognises the stack and hands back the
              * site noted for it, without copying or comparing frames. */
             ot_stack_note_t note = {.tag = note_tag(kind, device)};
-            unsigned depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &note);
-            if (note.hit) {
-                site = note.value;
-            } else {
-                site = intern_cached(c, ips, depth, kind, device);
-                if (site) ot_unwind_note_set(note.walk, note.tag, site);
+            unsigned depth;
+            if (!note.tag || !(site = ot_stack_noted_at(ot_opt.stack_depth, origin, note.tag, &depth))) {
+                depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &note);
+                if (note.hit) {
+                    site = note.value;
+                } else {
+                    site = intern_cached(c, ips, depth, kind, device);
+                    if (site) ot_unwind_note_set(note.walk, note.tag, site);
+                }
             }
         } else {
             site = intern_cached(c, ips, 0, kind, device);

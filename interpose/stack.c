@@ -258,6 +258,15 @@ OT_NOINLINE unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_
     return r;
 }
 
+uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth)
+{
+    uint32_t site = ot_unwind_noted(origin->ip, origin->sp, origin->bp, max, tag, depth);
+#ifdef OT_UNWIND_VERIFY
+    if (site) verify_noted(site, *depth, max, 0, origin->ip);
+#endif
+    return site;
+}
+
 static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth)
 {
     uintptr_t ips[OT_MAX_FRAMES];
