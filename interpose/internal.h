@@ -180,9 +180,9 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth);
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache, owned by the caller (NULL: none). OT_UNWIND_CACHE_BYTES
- * remembers the last 8 walks (stacks=all: a stack seen again among them is not walked again, and
+ * remembers the last 16 walks (stacks=all: a stack seen again among them is not walked again, and
  * its noted call site comes back); OT_UNWIND_CACHE_MIN_BYTES only the last 2. */
-#define OT_UNWIND_CACHE_BYTES 57344
+#define OT_UNWIND_CACHE_BYTES 114688
 #define OT_UNWIND_CACHE_MIN_BYTES 14336
 void ot_unwind_attach(void *mem, size_t bytes);
 void ot_unwind_flush(void);

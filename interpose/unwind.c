@@ -614,7 +614,7 @@ typedef struct {
     uintptr_t ips[WALK_MAX];
     wframe_t f[WALK_MAX];
 } wbuf_t;
-#define WALK_BUFS 8
+#define WALK_BUFS 16
 typedef struct ot_walk {
     uint32_t busy;
     uint32_t gens;     /* walks released so far */

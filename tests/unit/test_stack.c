@@ -593,8 +593,8 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
         case 2: /* one other stack in between: the first is still among the walks remembered */
             EXPECT(note.hit && note.value == 1234);
             EXPECT_EQ_U(n, n0);
-            /* Eight other stacks push it out. */
-            for (volatile unsigned d = 0; d < 8; d++) {
+            /* Sixteen other stacks push it out. */
+            for (volatile unsigned d = 0; d < 16; d++) {
                 noted_deep(d, other, 7, &note2);
                 EXPECT(!note2.hit);
             }
@@ -674,7 +674,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
             }
         }
         printf("  %s: %u of 12 stacks taken in turn found with their note\n",
-               small ? "two walks remembered" : "eight walks remembered", hits);
+               small ? "two walks remembered" : "sixteen walks remembered", hits);
         EXPECT_EQ_U(hits, small ? 0 : 9);
         /* The same stack with another value in rbp each time: found again (the last walk, then a
          * remembered one after another stack in between). */
