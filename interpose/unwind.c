@@ -31,6 +31,8 @@
 #include <link.h>
 #include <stdint.h>
 
+#include <emmintrin.h>
+
 #include "internal.h"
 
 /* ------------------------------------------------------------------ modules */
@@ -614,7 +616,7 @@ typedef struct {
     uintptr_t ips[WALK_MAX];
     wframe_t f[WALK_MAX];
 } wbuf_t;
-#define WALK_BUFS 16
+#define WALK_BUFS 16 /* at most 16: memo_find compares their tags in one SSE2 register */
 typedef struct ot_walk {
     uint32_t busy;
     uint32_t gens;     /* walks released so far */
@@ -622,6 +624,7 @@ typedef struct ot_walk {
     uint32_t nbufs;    /* 2..WALK_BUFS, from the memory attached */
     uint8_t order[WALK_BUFS]; /* buffers, most recently used first: order[0] holds the last walk */
     uintptr_t key_ip[WALK_BUFS], key_sp[WALK_BUFS]; /* each buffer's frame 0 (0: none), for memo_find */
+    uint8_t tag[WALK_BUFS] __attribute__((aligned(16))); /* key_tag of that frame 0 (0: none) */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
@@ -645,6 +648,7 @@ void ot_unwind_attach(void *mem, size_t bytes)
         for (unsigned b = 0; b < w->nbufs; b++) {
             w->order[b] = (uint8_t)b;
             w->key_ip[b] = w->key_sp[b] = 0;
+            w->tag[b] = 0;
             w->buf[b].n = 0;
             w->buf[b].note_key = 0;
         }
@@ -695,6 +699,12 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
+/* Seven bits of (ip, sp), never 0: memo_find compares all buffers' tags at once. */
+static inline uint8_t key_tag(uintptr_t ip, uintptr_t sp)
+{
+    return (uint8_t)(0x80u | (((ip ^ (sp << 7)) * 0x9E3779B97F4A7C15ull) >> 57));
+}
+
 /* Buffer order[r] becomes the most recently used. */
 static inline void to_front(walk_t *w, unsigned r)
 {
@@ -711,6 +721,7 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     w->stepped = stepped;
     w->key_ip[b] = n ? nw->f[0].ip : 0;
     w->key_sp[b] = n ? nw->f[0].sp : 0;
+    w->tag[b] = n ? key_tag(nw->f[0].ip, nw->f[0].sp) : 0;
     nw->code_gen = code_gen;
     nw->n = n;
     nw->complete = complete;
@@ -755,13 +766,19 @@ static inline bool whole(const wbuf_t *m, unsigned max, unsigned skip)
 static inline unsigned memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
                                  unsigned max, unsigned skip)
 {
-    for (unsigned r = 1; r < w->nbufs; r++) {
-        unsigned b = w->order[r];
+    __m128i tags = _mm_load_si128((const __m128i *)(const void *)w->tag);
+    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)key_tag(ip, sp)));
+    unsigned cand = (unsigned)_mm_movemask_epi8(eq) & ((1u << w->nbufs) - 1) & ~(1u << w->order[0]);
+    for (; cand; cand &= cand - 1) {
+        unsigned b = (unsigned)__builtin_ctz(cand);
         if (w->key_ip[b] != ip || w->key_sp[b] != sp) continue;
         const wbuf_t *m = &w->buf[b];
         if (!m->n || !whole(m, max, skip) || m->code_gen != code_gen || (m->f[0].bp != bp && m->matters0))
             continue;
-        if (validate(m, 0) == m->n) return r;
+        if (validate(m, 0) != m->n) continue;
+        unsigned r = 1;
+        while (w->order[r] != b) r++;
+        return r;
     }
     return 0;
 }
