@@ -802,21 +802,27 @@ static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max,
 
 /* The record path's question before any walk: is this the very stack of the last walk, with a note
  * under tag? Then that note (and *depth), else 0 with nothing changed. The same test as the walk's
- * own same-stack case, without its set-up. It reads only the last walk's buffer, which a walk made
- * by a signal handler in between never writes (a new walk takes the least recently used one), so
- * it does not take the buffers. */
+ * own same-stack case, without its set-up. It takes the buffers like a walk does: a signal
+ * handler's walks in between would otherwise reuse the one being read (with two buffers, the
+ * second of them does). */
 uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth)
 {
     walk_t *w = t_walk;
     if (!w || w->busy || !tag) return 0;
+    w->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     const wbuf_t *m = &w->buf[w->order[0]];
-    if (m->note_key != note_key(m->gen, tag) || m->f[0].ip != ip || m->f[0].sp != sp || !m->n) return 0;
-    if ((m->f[0].bp != bp && m->matters0) || !whole(m, max, 0) ||
-        m->code_gen != __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE) || validate(m, 0) != m->n)
-        return 0;
-    *depth = m->nips < max ? m->nips : max;
-    w->stepped = 0;
-    return m->note_site;
+    uint32_t site = 0;
+    if (m->note_key == note_key(m->gen, tag) && m->f[0].ip == ip && m->f[0].sp == sp && m->n &&
+        (m->f[0].bp == bp || !m->matters0) && whole(m, max, 0) &&
+        m->code_gen == __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE) && validate(m, 0) == m->n) {
+        *depth = m->nips < max ? m->nips : max;
+        w->stepped = 0;
+        site = m->note_site;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    w->busy = 0;
+    return site;
 }
 
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
