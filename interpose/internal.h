@@ -151,10 +151,11 @@ static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *fram
     } while (0)
 /* A stack from an origin, for a caller that maps stacks to something of its own (live.c: a call
  * site) and calls from the same place over and over. note->tag (nonzero) names what the caller
- * maps under (anything that changes its answer for the same stack). When this stack is exactly the
- * thread's last walk and ot_unwind_note_set attached a value to that walk under the same tag,
- * note->hit is set, note->value returned and ips left unwritten; else ips are written and
- * note->walk names the walk (0: none) for ot_unwind_note_set. Returns the depth either way. */
+ * maps under (anything that changes its answer for the same stack). When this stack is exactly one
+ * of the thread's remembered walks (the last 16 under stacks=all, else 2) and ot_unwind_note_set
+ * attached a value to that walk under the same tag, note->hit is set, note->value returned and ips
+ * left unwritten; else ips are written and note->walk names the walk (0: none) for
+ * ot_unwind_note_set. Returns the depth either way. */
 typedef struct {
     uint32_t tag;   /* in */
     uint32_t hit;   /* out */

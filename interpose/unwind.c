@@ -582,11 +582,15 @@ static inline uint64_t rule_for(uintptr_t ip)
  * the stacks often meet again one frame further out, and any frame equal in (ip, sp, bp) is a
  * valid start for the checks, whatever came before it.
  *
- * The memory is the thread's (ot_unwind_attach, from live.c's per-thread record), two buffers used
- * in turn. A walk re-entered on the same thread (a signal handler that allocates) does not use it.
- * A walk made before a dlclose is never joined (code_gen). The caller may attach a note to the
- * last walk (live.c: the call site it interned); the very same stack again hands the note back
- * instead of frames, and any other walk drops it, since the note carries its walk's generation. */
+ * The memory is the thread's (ot_unwind_attach, from live.c's per-thread record): 2 to 16 buffers
+ * in least-recently-used order, the last walk first; a new walk takes the least recently used. A
+ * walk re-entered on the same thread (a signal handler that allocates) does not use them. A walk
+ * made before a dlclose is never joined or reused (code_gen). The caller may attach a note to the
+ * last walk (live.c: the call site it interned). The very same stack again, as the last walk or as
+ * any remembered one (memo_find: frame 0 equal, every check holding), hands its note back instead
+ * of frames; a note lives as long as its buffer and carries its walk's generation. Whole matches
+ * may ignore a different rbp in frame 0 where no frame of the walk computes its CFA from it
+ * (build_checks: matters0); joins keep the per-frame rule. */
 #define WALK_MAX (OT_MAX_FRAMES + 16)
 typedef struct {
     uintptr_t ip, sp, bp;
