@@ -404,8 +404,9 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
         ot_in_hook++;
         uintptr_t ips[OT_MAX_FRAMES];
         if (ot_opt.stacks != OT_STACKS_NONE) {
-            /* A loop allocating from one place: the walker recognises the stack and hands back the
-             * site noted for it, without copying or comparing frames. */
+            /* Loops allocate from a few places over and over: the walker recognises a stack among
+             * its remembered walks (the last one first, asked before any set-up) and hands back the
+             * site noted for it, without copying frames or interning. */
             ot_stack_note_t note = {.tag = note_tag(kind, device)};
             unsigned depth;
             if (!note.tag || !(site = ot_stack_noted_at(ot_opt.stack_depth, origin, note.tag, &depth))) {

@@ -467,18 +467,17 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
     BARRIER();
     return n;
 }
-__attribute__((noipa)) static unsigned noted_one(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
-{
-    unsigned n = noted_leaf(ips, tag, note);
-    sink += 1;
-    return n;
-}
-__attribute__((noipa)) static unsigned noted_two(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
-{
-    unsigned n = noted_leaf(ips, tag, note);
-    sink += 2;
-    return n;
-}
+/* A function that calls `callee` and does some work of its own after it, so that the call is no
+ * tail call and no two such functions fold into one: each is a frame with its own return address. */
+#define NOTED_CALLER(name, callee, k)                                                                  \
+    __attribute__((noipa)) static unsigned name(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note) \
+    {                                                                                                  \
+        unsigned n = callee(ips, tag, note);                                                           \
+        sink += k;                                                                                     \
+        return n;                                                                                      \
+    }
+NOTED_CALLER(noted_one, noted_leaf, 1)
+NOTED_CALLER(noted_two, noted_leaf, 2)
 
 /* One function reached at growing depths: a new stack each time (another sp for frame 0). */
 __attribute__((noipa)) static unsigned noted_deep(unsigned d, uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
@@ -488,24 +487,9 @@ __attribute__((noipa)) static unsigned noted_deep(unsigned d, uintptr_t *ips, ui
     return n;
 }
 /* Two stacks that share frame 0 (noted_mid's, same ip and sp) and part above it. */
-__attribute__((noipa)) static unsigned noted_mid(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
-{
-    unsigned n = noted_leaf(ips, tag, note);
-    sink += 3;
-    return n;
-}
-__attribute__((noipa)) static unsigned noted_via_a(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
-{
-    unsigned n = noted_mid(ips, tag, note);
-    sink += 4;
-    return n;
-}
-__attribute__((noipa)) static unsigned noted_via_b(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
-{
-    unsigned n = noted_mid(ips, tag, note);
-    sink += 5;
-    return n;
-}
+NOTED_CALLER(noted_mid, noted_leaf, 3)
+NOTED_CALLER(noted_via_a, noted_mid, 4)
+NOTED_CALLER(noted_via_b, noted_mid, 5)
 
 /* rbp as optimised code uses it, a callee-saved register holding data: rbp_varies loads another
  * value into it for each call (saving its caller's, as the ABI wants) and calls rbp_passes, which
