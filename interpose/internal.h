@@ -152,7 +152,7 @@ static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *fram
 /* A stack from an origin, for a caller that maps stacks to something of its own (live.c: a call
  * site) and calls from the same place over and over. note->tag (nonzero) names what the caller
  * maps under (anything that changes its answer for the same stack). When this stack is exactly one
- * of the thread's remembered walks (the last 16 under stacks=all, else 2) and ot_unwind_note_set
+ * of the thread's remembered walks (the last 16 under stacks=all, else the last one) and ot_unwind_note_set
  * attached a value to that walk under the same tag, note->hit is set, note->value returned and ips
  * left unwritten; else ips are written and note->walk names the walk (0: none) for
  * ot_unwind_note_set. Returns the depth either way. */
@@ -182,7 +182,8 @@ uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache, owned by the caller (NULL: none). OT_UNWIND_CACHE_BYTES
  * remembers the last 16 walks (stacks=all: a stack seen again among them is not walked again, and
- * its noted call site comes back); OT_UNWIND_CACHE_MIN_BYTES only the last 2. */
+ * its noted call site comes back); OT_UNWIND_CACHE_MIN_BYTES two buffers: the last walk and the
+ * next one's. */
 #define OT_UNWIND_CACHE_BYTES 114688
 #define OT_UNWIND_CACHE_MIN_BYTES 14336
 void ot_unwind_attach(void *mem, size_t bytes);

@@ -627,8 +627,7 @@ typedef struct ot_walk {
     uint32_t stepped;  /* frames the last walk stepped with a rule rather than checked */
     uint32_t nbufs;    /* 2..WALK_BUFS, from the memory attached */
     uint8_t order[WALK_BUFS]; /* buffers, most recently used first: order[0] holds the last walk */
-    uintptr_t key_ip[WALK_BUFS], key_sp[WALK_BUFS]; /* each buffer's frame 0 (0: none), for memo_find */
-    uint8_t tag[WALK_BUFS] __attribute__((aligned(16))); /* key_tag of that frame 0 (0: none) */
+    uint8_t tag[WALK_BUFS] __attribute__((aligned(16))); /* key_tag of each buffer's frame 0 (0: none) */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
@@ -651,7 +650,6 @@ void ot_unwind_attach(void *mem, size_t bytes)
         w->nbufs = fit < WALK_BUFS ? (uint32_t)fit : WALK_BUFS;
         for (unsigned b = 0; b < w->nbufs; b++) {
             w->order[b] = (uint8_t)b;
-            w->key_ip[b] = w->key_sp[b] = 0;
             w->tag[b] = 0;
             w->buf[b].n = 0;
             w->buf[b].note_key = 0;
@@ -723,8 +721,6 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
 {
     unsigned b = w->order[w->nbufs - 1];
     w->stepped = stepped;
-    w->key_ip[b] = n ? nw->f[0].ip : 0;
-    w->key_sp[b] = n ? nw->f[0].sp : 0;
     w->tag[b] = n ? key_tag(nw->f[0].ip, nw->f[0].sp) : 0;
     nw->code_gen = code_gen;
     nw->n = n;
@@ -739,8 +735,6 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     w->busy = 0;
 }
 
-/* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp
- * there. Returns the number of frames written, or -1 to ask libunwind instead. */
 static inline uint64_t note_key(uint32_t gen, uint32_t tag) { return (uint64_t)gen << 32 | tag; }
 
 /* Only the owning thread reads or writes notes; a signal handler that walks in between replaces the
@@ -764,27 +758,34 @@ static inline bool whole(const wbuf_t *m, unsigned max, unsigned skip)
     return m->complete || (m->cut != 0 && m->cut == (max | skip << 16));
 }
 
-/* A remembered walk other than the last one that is this very stack (frame 0 equal, every check
- * holding, complete): its place in the order, or 0. A program that allocates from a few stacks in
- * turn (python3: two) finds each of them here. */
-static inline unsigned memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
-                                 unsigned max, unsigned skip)
+/* Is remembered walk m this very stack from (ip, sp, bp)? Frame 0 equal (its rbp only where some
+ * frame of the walk computes its CFA from it: matters0), every check holding, and m whole for the
+ * request. The same induction as a join, over the whole walk. */
+static inline bool is_stack(const wbuf_t *m, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
+                            unsigned max, unsigned skip)
+{
+    return m->n && m->f[0].ip == ip && m->f[0].sp == sp && (m->f[0].bp == bp || !m->matters0) &&
+           m->code_gen == code_gen && whole(m, max, skip) && validate(m, 0) == m->n;
+}
+
+/* A remembered walk that is this very stack: its place in the order, or -1. The tags leave only
+ * the buffers whose frame 0 may be equal. A program that allocates from a few stacks in turn
+ * (python3: two) finds each of them here. */
+static inline int memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
+                            unsigned max, unsigned skip)
 {
     __m128i tags = _mm_load_si128((const __m128i *)(const void *)w->tag);
     __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)key_tag(ip, sp)));
-    unsigned cand = (unsigned)_mm_movemask_epi8(eq) & ((1u << w->nbufs) - 1) & ~(1u << w->order[0]);
-    for (; cand; cand &= cand - 1) {
+    /* With two buffers (sampled stacks) the other one is only the next walk's scratch. */
+    unsigned mine = w->nbufs > 2 ? (1u << w->nbufs) - 1 : 1u << w->order[0];
+    for (unsigned cand = (unsigned)_mm_movemask_epi8(eq) & mine; cand; cand &= cand - 1) {
         unsigned b = (unsigned)__builtin_ctz(cand);
-        if (w->key_ip[b] != ip || w->key_sp[b] != sp) continue;
-        const wbuf_t *m = &w->buf[b];
-        if (!m->n || !whole(m, max, skip) || m->code_gen != code_gen || (m->f[0].bp != bp && m->matters0))
-            continue;
-        if (validate(m, 0) != m->n) continue;
-        unsigned r = 1;
+        if (!is_stack(&w->buf[b], ip, sp, bp, code_gen, max, skip)) continue;
+        int r = 0;
         while (w->order[r] != b) r++;
         return r;
     }
-    return 0;
+    return -1;
 }
 
 /* The very same stack as the remembered walk m: its note if it has one under this tag, else its
@@ -817,9 +818,8 @@ uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     const wbuf_t *m = &w->buf[w->order[0]];
     uint32_t site = 0;
-    if (m->note_key == note_key(m->gen, tag) && m->f[0].ip == ip && m->f[0].sp == sp && m->n &&
-        (m->f[0].bp == bp || !m->matters0) && whole(m, max, 0) &&
-        m->code_gen == __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE) && validate(m, 0) == m->n) {
+    if (m->note_key == note_key(m->gen, tag) &&
+        is_stack(m, ip, sp, bp, __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE), max, 0)) {
         *depth = m->nips < max ? m->nips : max;
         w->stepped = 0;
         site = m->note_site;
@@ -829,10 +829,12 @@ uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
     return site;
 }
 
+/* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp
+ * there. Returns the number of frames written, or -1 to ask libunwind instead. */
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
                    ot_stack_note_t *note)
 {
-    unsigned n = 0, raw = 0, j = 0, steps = 0, r = 0, skip0 = skip;
+    unsigned n = 0, raw = 0, j = 0, steps = 0, skip0 = skip;
     uint32_t cut = 0;
     uint32_t code_gen = 0;
     walk_t *w = t_walk;
@@ -846,58 +848,49 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         nw = &w->buf[w->order[w->nbufs - 1]];
         code_gen = __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE);
         if (!old->n || old->code_gen != code_gen) old = NULL;
-        if (!(old && old->f[0].ip == ip && old->f[0].sp == sp)) goto memo;
+        /* The very same stack as one remembered (a loop, or a few stacks in turn): emit it, keep
+         * the buffers, walk nothing. */
+        int r = memo_find(w, ip, sp, bp, code_gen, max, skip);
+        if (r >= 0) {
+            n = same_stack(&w->buf[w->order[r]], ips, max, skip, note);
+            to_front(w, (unsigned)r);
+            w->stepped = 0;
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            w->busy = 0;
+            return (int)n;
+        }
     }
-walk:
     for (;;) {
         if (old) {
             /* Join the last walk where this one reaches one of its frames. */
             while (j < old->n && old->f[j].sp < sp) j++;
             if (j < old->n && old->f[j].sp == sp) {
                 const wframe_t *o = &old->f[j];
-                /* A join needs rbp equal where this frame's rule passes it on; the same stack as a
-                 * whole only where some frame of the walk uses it. */
-                bool bp_ok = o->bp == bp || !o->bprel;
-                if (o->ip == ip && (bp_ok || (raw == 0 && j == 0 && !old->matters0))) {
+                if (o->ip == ip && (o->bp == bp || !o->bprel)) {
                     unsigned ok = validate(old, j);
-                    if (raw == 0 && j == 0 && ok == old->n && whole(old, max, skip)) {
-                        /* The very same stack as last time (a loop): emit it, keep the buffer. */
-                        n = same_stack(old, ips, max, skip, note);
-                        w->stepped = 0;
-                        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                        w->busy = 0;
-                        return (int)n;
-                    }
-                    if (raw == 0 && j == 0 && w->nbufs > 2) {
-                        /* Frame 0 as last time, the rest not: maybe one of the walks before. */
-                        if ((r = memo_find(w, ip, sp, bp, code_gen, max, skip)) != 0) goto memo_hit;
-                    }
-                    /* Otherwise frame 0 matched only as part of a whole stack, which this is not. */
-                    if (bp_ok) {
-                        for (unsigned t = j; t < j + ok; t++) {
-                            if (raw < WALK_MAX) nw->f[raw] = old->f[t];
-                            raw++; /* counted past WALK_MAX too: such a walk is not complete */
-                            if (old->f[t].ip == 0) break;
-                            if (skip) skip--;
-                            else {
-                                ips[n++] = old->f[t].ip;
-                                if (n == max) goto done;
-                            }
+                    for (unsigned t = j; t < j + ok; t++) {
+                        if (raw < WALK_MAX) nw->f[raw] = old->f[t];
+                        raw++; /* counted past WALK_MAX too: such a walk is not complete */
+                        if (old->f[t].ip == 0) break;
+                        if (skip) skip--;
+                        else {
+                            ips[n++] = old->f[t].ip;
+                            if (n == max) goto done;
                         }
-                        if (j + ok == old->n && old->complete) {
-                            nw->complete = raw <= WALK_MAX;
-                            goto finish;
-                        }
-                        /* Go on stepping from the last frame that held (its rule is in the cache); the
-                         * stacks may meet again further out. */
-                        const wframe_t *last = &old->f[j + ok - 1];
-                        ip = last->ip;
-                        sp = last->sp;
-                        bp = last->bp;
-                        j += ok;
-                        if (ip == 0) goto ended;
-                        goto step;
                     }
+                    if (j + ok == old->n && old->complete) {
+                        nw->complete = raw <= WALK_MAX;
+                        goto finish;
+                    }
+                    /* Go on stepping from the last frame that held (its rule is in the cache); the
+                     * stacks may meet again further out. */
+                    const wframe_t *last = &old->f[j + ok - 1];
+                    ip = last->ip;
+                    sp = last->sp;
+                    bp = last->bp;
+                    j += ok;
+                    if (ip == 0) goto ended;
+                    goto step;
                 }
                 /* Same sp, another frame (the same function called from another line, or
                  * another function at that depth): the stacks differ here but may meet again
@@ -945,18 +938,6 @@ walk:
         sp = cfa;
         ip = nip;
     }
-memo:
-    /* The last walk does not start at this frame: maybe one of the walks before does. */
-    if (w->nbufs > 2 && (r = memo_find(w, ip, sp, bp, code_gen, max, skip)) != 0) {
-        memo_hit:
-            n = same_stack(&w->buf[w->order[r]], ips, max, skip, note);
-            to_front(w, r);
-            w->stepped = 0;
-            __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            w->busy = 0;
-            return (int)n;
-    }
-    goto walk;
 ended:
     if (nw) nw->complete = raw <= WALK_MAX;
     goto finish;
