@@ -690,14 +690,22 @@ static void build_checks(wbuf_t *b)
     }
     b->nchk = c;
     b->nips = k;
+    /* A check that never holds ends the list, so validate's loop needs no bound: its slot is its
+     * own `at` field, which holds the address and not the address + 1. (There is room: at most two
+     * checks per step between frames.) */
+    b->chk[c].at = (uintptr_t)&b->chk[c].at;
+    b->chk[c].val = b->chk[c].at + 1;
 }
 
 /* Frames old->f[j..] checked against the stack (frame j itself is already known to hold);
  * returns how many hold, from j on. */
 static inline unsigned validate(const wbuf_t *old, unsigned j)
 {
-    unsigned c = old->first[j];
-    while (c < old->nchk && *(const uintptr_t *)old->chk[c].at == old->chk[c].val) c++;
+    /* A check's slot is read only once the checks before it held: those frames are then this
+     * stack's own, so the slot lies in this stack's frames. The end marker always fails. */
+    const __typeof__(old->chk[0]) *k = &old->chk[old->first[j]];
+    while (*(const uintptr_t *)k->at == k->val) k++;
+    unsigned c = (unsigned)(k - old->chk);
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
