@@ -191,8 +191,10 @@ OT_NOINLINE void ot_live_level_flush(int cls, int64_t delta)
  * it, 1 - exp(-size/T), so that per-site sums are unbiased estimates. */
 static uint64_t sample_weight(uint64_t size)
 {
+    int e = errno; /* whatever libm may do with it, the program's errno stays */
     double t = (double)ot_opt.sample_bytes;
     double p = -expm1(-(double)size / t);
+    errno = e;
     if (p <= 0) return size;
     double w = (double)size / p;
     return w > 1.8e19 ? UINT64_MAX : (uint64_t)w;
@@ -384,6 +386,34 @@ static inline uint32_t note_tag(unsigned kind, int device)
     return 1u << 31 | (uint32_t)kind << 24 | (uint32_t)(device + 1) << 12 | (ot_opt.stack_depth & 0xfff);
 }
 
+/* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
+ * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
+static OT_NOINLINE uint32_t site_by_walk(thread_counters_t *c, const ot_origin_t *origin, uint32_t tag,
+                                         unsigned kind, int device)
+{
+    /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
+    int e = errno;
+    ot_in_hook++;
+    uintptr_t ips[OT_MAX_FRAMES];
+    uint32_t site;
+    if (ot_opt.stacks != OT_STACKS_NONE) {
+        ot_stack_note_t note = {.tag = tag};
+        unsigned depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &note);
+        if (note.hit) {
+            site = note.value;
+        } else {
+            site = intern_cached(c, ips, depth, kind, device);
+            if (site) ot_unwind_note_set(note.walk, note.tag, site);
+        }
+    } else {
+        static const uintptr_t none[1];
+        site = intern_cached(c, none, 0, kind, device);
+    }
+    ot_in_hook--;
+    errno = e;
+    return site;
+}
+
 void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
 {
     thread_counters_t *c = counters();
@@ -399,31 +429,15 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
         }
     }
     if (OT_UNLIKELY(take)) {
-        /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
-        int e = errno;
-        ot_in_hook++;
-        uintptr_t ips[OT_MAX_FRAMES];
-        if (ot_opt.stacks != OT_STACKS_NONE) {
-            /* Loops allocate from a few places over and over: the walker recognises a stack among
-             * its remembered walks (the last one first, asked before any set-up) and hands back the
-             * site noted for it, without copying frames or interning. */
-            ot_stack_note_t note = {.tag = note_tag(kind, device)};
-            unsigned depth;
-            if (!note.tag || !(site = ot_stack_noted_at(ot_opt.stack_depth, origin, note.tag, &depth))) {
-                depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &note);
-                if (note.hit) {
-                    site = note.value;
-                } else {
-                    site = intern_cached(c, ips, depth, kind, device);
-                    if (site) ot_unwind_note_set(note.walk, note.tag, site);
-                }
-            }
-        } else {
-            site = intern_cached(c, ips, 0, kind, device);
-        }
+        /* Loops allocate from a few places over and over: the walker recognises a stack among its
+         * remembered walks (the last one first, asked here before any set-up) and hands back the
+         * site noted for it. That probe and the site's counters allocate nothing and leave errno
+         * alone, so only a walk needs the recursion guard and errno kept. */
+        uint32_t tag = ot_opt.stacks != OT_STACKS_NONE ? note_tag(kind, device) : 0;
+        unsigned depth;
+        if (!tag || !(site = ot_stack_noted_at(ot_opt.stack_depth, origin, tag, &depth)))
+            site = site_by_walk(c, origin, tag, kind, device);
         if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
-        ot_in_hook--;
-        errno = e;
     }
     uint64_t val = ot_pack(size, kind, site);
     if (kind == OT_KIND_HOST && c->nursery && nursery_put(c, key, val)) goto counted;

@@ -28,6 +28,8 @@
  * the path nearly every capture takes.
  * libunwind's TLS (two words) is static TLS because libunwind is loaded with us at start-up,
  * so touching it in a new thread does not allocate. */
+#include <errno.h>
+
 #include "internal.h"
 
 #define UNW_LOCAL_ONLY
@@ -262,7 +264,15 @@ uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag
 {
     uint32_t site = ot_unwind_noted(origin->ip, origin->sp, origin->bp, max, tag, depth);
 #ifdef OT_UNWIND_VERIFY
-    if (site) verify_noted(site, *depth, max, 0, origin->ip);
+    if (site) {
+        /* The record path asks this outside its recursion guard and without keeping errno:
+         * libunwind may allocate and set it. */
+        int e = errno;
+        ot_in_hook++;
+        verify_noted(site, *depth, max, 0, origin->ip);
+        ot_in_hook--;
+        errno = e;
+    }
 #endif
     return site;
 }
