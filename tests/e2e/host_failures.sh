@@ -45,6 +45,13 @@ same_output memalign_family_same memalign
 check memalign_einval_reported grep -q "posix_memalign(align 3, 64) failed: EINVAL" "$LAST/log.txt"
 check memalign_enomem_reported grep -q "posix_memalign(align 64, " "$LAST/log.txt"
 
+# Successful calls keep the program's errno in every stack mode: the record path saves it only
+# around a walk, and the walk of a stack seen before (stacks=all) is skipped altogether.
+for m in "" stacks=all stacks=none sample_bytes=1; do
+    OOMTRACE_OPTIONS_EXTRA=$m same_output "errno_kept_on_success${m:+_${m%%=*}_${m#*=}}" errno_kept
+    check "errno_kept_counted${m:+_${m%%=*}_${m#*=}}" grep -q "^errno changed by 0 of 140000 successful calls$" "$LAST/out.txt"
+done
+
 same_output silent_when_nothing_fails ok
 if [ -z "$(ls "$LAST" | grep -v -e out.txt -e err.txt -e plain.txt)" ] && [ ! -s "$LAST/err.txt" ]; then pass silent_no_files_no_stderr
 else fail silent_no_files_no_stderr "$(ls "$LAST")"; fi

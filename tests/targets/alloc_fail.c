@@ -116,6 +116,57 @@ static NOINLINE void mode_ok(void)
     printf("ok %zu\n", total);
 }
 
+/* Successful calls leave errno as the program set it. Each call is made with errno set to a value
+ * of its own, from call sites reached through 1..6 nested frames, so that under the preload the
+ * first walk of a stack, a walk joining an earlier one, and a stack recognised as a remembered walk
+ * (stacks=all) each come after some of them. Prints how many calls changed errno (0 with glibc). */
+static unsigned errno_changed, errno_calls;
+static NOINLINE void expect_errno(int want)
+{
+    errno_calls++;
+    if (errno != want) errno_changed++;
+}
+static NOINLINE void errno_leaf(int i)
+{
+    int tag = 1000 + i % 50;
+    errno = tag;
+    char *p = malloc((size_t)(i % 700) + 1);
+    expect_errno(tag);
+    p[0] = 1;
+    errno = tag + 1;
+    p = realloc(p, (size_t)(i % 5000) + 1);
+    expect_errno(tag + 1);
+    errno = tag + 2;
+    void *q = calloc((size_t)(i % 7) + 1, 24);
+    expect_errno(tag + 2);
+    void *a = NULL;
+    errno = tag + 3;
+    int rc = posix_memalign(&a, 64, (size_t)(i % 300) + 1);
+    expect_errno(tag + 3);
+    errno = tag + 4;
+    free(p);
+    free(q);
+    if (rc == 0) free(a);
+    expect_errno(tag + 4);
+    errno = tag + 5;
+    void *big = malloc((size_t)(96 + i % 64) << 10); /* above stack_min_bytes: a stack by default */
+    expect_errno(tag + 5);
+    errno = tag + 6;
+    free(big);
+    expect_errno(tag + 6);
+}
+static NOINLINE void errno_nest(int depth, int i)
+{
+    if (depth == 0) errno_leaf(i);
+    else errno_nest(depth - 1, i);
+    __asm__ volatile("" ::: "memory"); /* not a tail call: each level keeps its frame */
+}
+static NOINLINE void mode_errno_kept(void)
+{
+    for (int i = 0; i < 20000; i++) errno_nest(i % 6, i);
+    printf("errno changed by %u of %u successful calls\n", errno_changed, errno_calls);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "ok";
@@ -125,6 +176,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "realloc")) mode_realloc();
     else if (!strcmp(mode, "memalign")) mode_memalign();
     else if (!strcmp(mode, "ok")) mode_ok();
+    else if (!strcmp(mode, "errno_kept")) mode_errno_kept();
     else return 2;
     return 0;
 }
