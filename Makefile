@@ -55,16 +55,16 @@ $(B)/oomtrace: launcher/oomtrace.c include/oomtrace.h interpose/internal.h | $(B
 	$(CC) -std=gnu11 $(WARN) -Iinclude -Iinterpose -D_GNU_SOURCE $(CFLAGS) \
 	    -DOT_LIBDIR='"$(PREFIX)/lib"' $< -o $@
 
-$(B)/tests/unit/%: tests/unit/%.c tests/unit/*.h $(B)/libcore.a
+$(B)/tests/unit/%: tests/unit/%.c tests/unit/*.h interpose/*.h include/*.h $(B)/libcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< -o $@ $(B)/libcore.a $(LIBS)
 
 # Sanitizer builds compile the core sources straight into the test.
-$(B)/tests/tsan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) | $(B)/.deps
+$(B)/tests/tsan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) interpose/*.h include/*.h | $(B)/.deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=thread -DOT_SANITIZER=1 $< $(CORE_SRCS) -o $@ $(LIBS)
 
-$(B)/tests/asan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) | $(B)/.deps
+$(B)/tests/asan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) interpose/*.h include/*.h | $(B)/.deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	    -DOT_SANITIZER=1 $< $(CORE_SRCS) -o $@ $(LIBS)
