@@ -28,14 +28,9 @@
 static _Atomic(nursery_t *) nurseries[MAX_NURSERIES]; /* set once per id, after the id is taken */
 _Atomic uint32_t ot_n_nurseries;
 #define n_nurseries ot_n_nurseries
-/* Which nursery last recorded a block of this hash: where a cross-thread free looks first. */
-#define HINT_BITS 16
-static _Atomic uint16_t owner_hint[1u << HINT_BITS];
-
-static inline unsigned hint_index(uint64_t k)
-{
-    return (unsigned)(((k >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - HINT_BITS));
-}
+/* Which nursery last recorded a block of this granule's hash: where a cross-thread free looks first. */
+_Atomic uint16_t ot_owner_hint[1u << HINT_BITS];
+#define owner_hint ot_owner_hint
 
 static _Atomic(thread_counters_t *) all_threads;
 OT_TLS thread_counters_t *ot_my_counters;
@@ -289,7 +284,7 @@ static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
     /* With a few threads a cross-thread free simply looks at every nursery; the hint (a store to
      * a random line of a shared array) only pays for itself with many. */
     if (OT_UNLIKELY(atomic_load_explicit(&n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
-        atomic_store_explicit(&owner_hint[hint_index(key)], (uint16_t)c->nid, memory_order_relaxed);
+        hint_note(key, c->nid);
     return true;
 }
 

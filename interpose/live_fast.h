@@ -48,6 +48,22 @@ typedef struct nursery {
     } slot[NURSERY_SETS][2];
 } nursery_t;
 #define HINT_MIN_THREADS 8 /* up to this many nurseries, a cross-thread free searches them all */
+/* Beyond that, it looks first in the nursery that last recorded a block of the same 256-byte
+ * granule: owner hints, one 16-bit nursery id per hash of the granule. */
+#define HINT_BITS 16
+extern _Atomic uint16_t ot_owner_hint[1u << HINT_BITS];
+static inline unsigned hint_index(uint64_t k)
+{
+    return (unsigned)(((k >> 8) * 0x9e3779b97f4a7c15ull) >> (64 - HINT_BITS));
+}
+/* Written only when it changes: a thread allocating one granule after another (its own arena)
+ * finds its own id there and writes nothing, so the shared array is mostly read. */
+static inline void hint_note(uint64_t key, uint32_t nid)
+{
+    _Atomic uint16_t *h = &ot_owner_hint[hint_index(key)];
+    if (atomic_load_explicit(h, memory_order_relaxed) != (uint16_t)nid)
+        atomic_store_explicit(h, (uint16_t)nid, memory_order_relaxed);
+}
 /* The peak is tracked on an approximate running level that each thread updates every
  * PEAK_GRANULE bytes of change (and at once for device kinds), so it is exact to within
  * PEAK_GRANULE per thread; reports also fold in the exact level at the time of the report. */
@@ -151,12 +167,12 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
     uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
     int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
-    if (OT_UNLIKELY(left <= 0 || way < 0 || k0 == key || k1 == key ||
-                    atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
-        return false;
+    if (OT_UNLIKELY(left <= 0 || way < 0 || k0 == key || k1 == key)) return false;
     c->sample_left = left;
     atomic_store_explicit(&w[way].val, size, memory_order_relaxed); /* ot_pack(size, HOST, 0) */
     atomic_store_explicit(&w[way].key, key, memory_order_release);
+    if (OT_UNLIKELY(atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
+        hint_note(key, c->nid);
     count_alloc(c, OT_KIND_HOST, size);
     return true;
 }

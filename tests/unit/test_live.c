@@ -420,5 +420,81 @@ TEST(peak_follows_the_level)
            (unsigned long long)(a.bytes + high) >> 10);
 }
 
+/* Past HINT_MIN_THREADS nurseries, a free of another thread's block looks first in the nursery
+ * that the owner hint of its granule names, and the inline malloc path writes that hint too. Twelve
+ * threads, all alive at once (each keeps its own nursery), hand blocks round a ring. */
+#define MANY 12
+static pthread_barrier_t many_alive;
+static _Atomic uint64_t many_box[MANY][256];
+static _Atomic long many_misses;
+
+static void *many_worker(void *arg)
+{
+    int t = (int)(long)arg, next = (t + 1) % MANY;
+    rec_host(key_of(30 + t, 1), 32); /* this thread's nursery */
+    pthread_barrier_wait(&many_alive);
+    for (long i = 2; i <= N_PER_THREAD / 8; i++) {
+        uint64_t k = key_of(30 + t, i);
+        rec_host(k, 8 + (uint64_t)i % 200);
+        uint64_t expected = 0;
+        if (!(i & 1) || !atomic_compare_exchange_strong(&many_box[next][i & 255], &expected, k))
+            if (!forget_host(k)) atomic_fetch_add(&many_misses, 1);
+        uint64_t got = atomic_exchange(&many_box[t][i & 255], 0);
+        if (got && !forget_host(got)) atomic_fetch_add(&many_misses, 1);
+    }
+    if (!forget_host(key_of(30 + t, 1))) atomic_fetch_add(&many_misses, 1);
+    return NULL;
+}
+
+/* Records one block through the inline path; returns this thread's nursery id + 1, or 0 if the
+ * inline path declined. */
+static void *record_one(void *arg)
+{
+    uint64_t first = key_of(46, 1);
+    rec_host(first, 16); /* a new thread's first record sets up its counters (out of line) */
+    forget_host(first);
+    if (!ot_live_record_host_fast((uint64_t)(uintptr_t)arg, 48)) return NULL;
+    return (void *)(uintptr_t)(ot_my_counters->nid + 1);
+}
+
+TEST(many_threads_find_by_hint)
+{
+    ot_options_defaults(&ot_opt);
+    ot_opt.stacks = OT_STACKS_SAMPLED;
+    ot_opt.sample_bytes = 1ull << 40; /* no sampled block: every record may take the inline path */
+    ot_totals_t a, b;
+    totals(&a);
+    pthread_barrier_init(&many_alive, NULL, MANY);
+    pthread_t th[MANY];
+    for (long t = 0; t < MANY; t++) pthread_create(&th[t], NULL, many_worker, (void *)t);
+    for (int t = 0; t < MANY; t++) pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&many_alive);
+    for (int t = 0; t < MANY; t++)
+        for (int i = 0; i < 256; i++) {
+            uint64_t got = atomic_exchange(&many_box[t][i], 0);
+            if (got && !forget_host(got)) atomic_fetch_add(&many_misses, 1);
+        }
+    ASSERT(atomic_load(&ot_n_nurseries) > HINT_MIN_THREADS);
+    EXPECT_EQ_U(atomic_load(&many_misses), 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+    /* The inline path itself names the recording thread as the owner (the hint held another id
+     * before), and this thread's free of the block finds it. */
+    uint64_t k = key_of(45, 1);
+    atomic_store(&ot_owner_hint[hint_index(k)], 0xffff);
+    pthread_t r;
+    void *nid1 = NULL;
+    pthread_create(&r, NULL, record_one, (void *)(uintptr_t)k);
+    pthread_join(r, &nid1);
+    ASSERT(nid1 != NULL);
+    EXPECT_EQ_U(atomic_load(&ot_owner_hint[hint_index(k)]), (uintptr_t)nid1 - 1);
+    EXPECT(forget_host(k));
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+    setup();
+}
+
 TEST_MAIN(record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
-          records_of_exited_threads, host_paths_exact)
+          records_of_exited_threads, host_paths_exact, many_threads_find_by_hint)
