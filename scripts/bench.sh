@@ -36,7 +36,7 @@ done
 [ -n "$reps" ] || reps=$([ $quick = 1 ] && echo 3 || echo 7)
 case $reps in ''|*[!0-9]*|0) echo "bench: --reps wants a positive number" >&2; exit 2 ;; esac
 
-ALL_WORKLOADS="small_churn producer_consumer deep_large realloc_growth live_10m report_1m cc1 python3 cuda_path"
+ALL_WORKLOADS="small_churn thread_churn producer_consumer deep_large realloc_growth live_10m report_1m cc1 python3 cuda_path"
 if [ -n "$only" ]; then
     for w in ${only//,/ }; do
         case " $ALL_WORKLOADS " in *" $w "*) ;; *) echo "bench: unknown workload $w (known: $ALL_WORKLOADS)" >&2; exit 2 ;; esac
@@ -219,6 +219,7 @@ q() { [ $quick = 1 ] && echo "$2" || echo "$1"; }
 
 declare -A ARGS PROG SINGLE WREPS ENVS NOTE
 PROG[small_churn]=$BB/small_churn;             ARGS[small_churn]=$(q 10000000 4000000);    SINGLE[small_churn]=1
+PROG[thread_churn]=$BB/small_churn;            ARGS[thread_churn]=$(q "10000000 16" "4000000 16"); SINGLE[thread_churn]=0
 PROG[producer_consumer]=$BB/producer_consumer; ARGS[producer_consumer]=$(q "4 2000000" "4 600000"); SINGLE[producer_consumer]=0
 PROG[deep_large]=$BB/deep_large;               ARGS[deep_large]=$(q 200000 100000);        SINGLE[deep_large]=1
 PROG[realloc_growth]=$BB/realloc_growth;       ARGS[realloc_growth]=$(q 5000000 2000000);  SINGLE[realloc_growth]=1

@@ -18,6 +18,7 @@ VARIANT_LABEL = {
 }
 WORKLOAD_DESC = {
     "small_churn": "malloc-saturated single thread: 8..512 B blocks through a 256-slot ring",
+    "thread_churn": "small_churn on 16 threads at once, each with its own ring (many allocating threads)",
     "producer_consumer": "4 threads in a ring, each frees the blocks the previous one allocated",
     "deep_large": "64 KiB..1 MiB blocks requested 28..32 frames deep (full stack each, by default)",
     "realloc_growth": "64 buffers growing by 1..64 B per realloc up to 8..16 KiB",
@@ -397,6 +398,7 @@ def main():
             w_(f"| {w} | {label} | " + " | ".join(cells) + " |")
 
     ops_rate("small_churn", "M malloc+free per second (whole run)")
+    ops_rate("thread_churn", "M malloc+free per second, all 16 threads (whole run)")
     ops_rate("producer_consumer", "M blocks passed per second, all threads (whole run)")
     ops_rate("realloc_growth", "M reallocs per second (whole run)")
     ops_rate("deep_large", "M large mallocs per second (whole run)")
