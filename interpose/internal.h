@@ -225,6 +225,11 @@ typedef struct {
 uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, int device); /* 0: full */
 void ot_sites_on_alloc(uint32_t id, uint64_t weight_bytes, bool estimated);
 void ot_sites_on_free(uint32_t id, uint64_t weight_bytes);
+/* Per-thread pending site counts (sites.c): mem, ot_sites_pend_bytes() of zeroed memory owned by
+ * the caller, becomes this thread's (NULL: none); the previous block's counts are moved to the
+ * sites first. A block may be attached again by a later thread once detached. */
+size_t ot_sites_pend_bytes(void);
+void ot_sites_attach(void *mem);
 bool ot_sites_get(uint32_t id, ot_site_info_t *out);
 uint32_t ot_sites_count(void);
 /* Fills ids[] with up to max site ids of the given kind class (host / device) by live bytes desc. */

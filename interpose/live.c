@@ -61,6 +61,7 @@ static void counters_release(void *p)
     thread_gone = true;
     my_counters = NULL;
     ot_unwind_attach(NULL, 0);
+    ot_sites_attach(NULL); /* this thread's pending call-site counts go to the sites */
     /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
 }
@@ -144,6 +145,8 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
     size_t walk_bytes = ot_opt.stacks == OT_STACKS_ALL ? OT_UNWIND_CACHE_BYTES : OT_UNWIND_CACHE_MIN_BYTES;
     if (!c->walk && ot_opt.stacks != OT_STACKS_NONE) c->walk = ot_mmap(walk_bytes);
     ot_unwind_attach(c->walk, walk_bytes);
+    if (!c->sites_pend) c->sites_pend = ot_perm_alloc(ot_sites_pend_bytes());
+    ot_sites_attach(c->sites_pend);
     my_counters = c;
     if (atomic_load_explicit(&key_ready, memory_order_acquire) == 2) pthread_setspecific(counters_key, c);
     return c;

@@ -36,6 +36,7 @@ typedef struct thread_counters {
     int32_t last_device;
     uintptr_t last_ips[OT_MAX_FRAMES];
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
+    void *sites_pend;          /* pending call-site counts (sites.c), kept with the block */
     uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
     struct thread_counters *next;
 } thread_counters_t;

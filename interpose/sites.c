@@ -21,6 +21,7 @@ typedef struct {
     _Atomic int64_t live_bytes, live_count;
     _Atomic uint64_t peak_bytes, total_bytes, total_count;
     _Atomic uint8_t estimated;
+    _Atomic uint32_t pending; /* threads' pending entries naming this site (see below) */
 } site_t;
 
 static _Atomic(site_t *) chunks[MAX_CHUNKS];
@@ -187,16 +188,14 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
     return 0;
 }
 
-void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
+/* Adds counts to a site's shared counters and raises its peak to the live bytes that makes. */
+static void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
 {
-    site_t *s = site_of(id);
-    if (!s) return;
-    int64_t now = atomic_fetch_add_explicit(&s->live_bytes, (int64_t)weight, memory_order_relaxed) + (int64_t)weight;
-    atomic_fetch_add_explicit(&s->live_count, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->total_bytes, weight, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->total_count, 1, memory_order_relaxed);
-    if (estimated && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
-        atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
+    int64_t now = atomic_fetch_add_explicit(&s->live_bytes, lb, memory_order_relaxed) + lb;
+    if (lc) atomic_fetch_add_explicit(&s->live_count, lc, memory_order_relaxed);
+    if (tb) atomic_fetch_add_explicit(&s->total_bytes, tb, memory_order_relaxed);
+    if (tc) atomic_fetch_add_explicit(&s->total_count, tc, memory_order_relaxed);
+    if (lb <= 0) return;
     uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
     while (now > 0 && (uint64_t)now > peak &&
            !atomic_compare_exchange_weak_explicit(&s->peak_bytes, &peak, (uint64_t)now, memory_order_relaxed,
@@ -204,12 +203,200 @@ void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
     }
 }
 
-void ot_sites_on_free(uint32_t id, uint64_t weight)
+/* ---- per-thread pending counts
+ * A site's counters are shared: threads that allocate at the same call site at once (workers
+ * running the same loop) would each pull the site's cache line over on every allocation and free.
+ * Instead each thread keeps what it adds to its recent sites in a small set-associative array of
+ * its own (only the owner writes it), and moves that to the shared counters when the entry is
+ * given to another site, when its live bytes get PEND_GRANULE away from zero, and when the thread
+ * ends. Readers (ot_sites_get) add every thread's pending counts for the site: exact whenever no
+ * thread is moving them at that instant, as the per-thread totals of live.c. A site's peak is
+ * raised from its shared live bytes, so it is exact to within PEND_GRANULE per thread (the same
+ * bound as the process's own peak), and reports fold in the exact level when they read it.
+ * A signal handler that allocates while its thread is updating its entries finds them busy and
+ * goes to the shared counters. */
+#define PEND_SETS 8
+#define PEND_WAYS 2
+#define PEND_GRANULE (256 * 1024)
+typedef struct {
+    _Atomic uint32_t site;
+    _Atomic int64_t live_bytes, live_count;
+    _Atomic uint64_t total_bytes, total_count;
+} pend_entry_t;
+typedef struct pend {
+    pend_entry_t e[PEND_SETS][PEND_WAYS];
+    uint32_t busy, turn, registered;
+    struct pend *next; /* every block ever attached, for readers; never freed */
+} pend_t;
+static _Atomic(pend_t *) all_pends;
+static OT_TLS pend_t *t_pend;
+
+size_t ot_sites_pend_bytes(void) { return sizeof(pend_t); }
+
+static inline void put_i(_Atomic int64_t *v, int64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
+static inline int64_t get_i(_Atomic int64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static inline void put_u(_Atomic uint64_t *v, uint64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
+static inline uint64_t get_u(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+
+/* Moves an entry's counts to its site's shared counters (the entry keeps its site). The entry is
+ * emptied first: a reader in between sees the counts in neither place, never in both. */
+static void pend_flush(pend_entry_t *e)
+{
+    uint32_t id = atomic_load_explicit(&e->site, memory_order_relaxed);
+    site_t *s = id ? site_of(id) : NULL;
+    if (!s) return;
+    int64_t lb = get_i(&e->live_bytes), lc = get_i(&e->live_count);
+    uint64_t tb = get_u(&e->total_bytes), tc = get_u(&e->total_count);
+    if (!lb && !lc && !tb && !tc) return;
+    put_i(&e->live_bytes, 0);
+    put_i(&e->live_count, 0);
+    put_u(&e->total_bytes, 0);
+    put_u(&e->total_count, 0);
+    shared_add(s, lb, lc, tb, tc);
+}
+
+/* Flushes an entry and frees it for another site. */
+static void pend_release(pend_entry_t *e)
+{
+    uint32_t id = atomic_load_explicit(&e->site, memory_order_relaxed);
+    if (!id) return;
+    pend_flush(e);
+    atomic_store_explicit(&e->site, 0, memory_order_release);
+    site_t *s = site_of(id);
+    if (s) atomic_fetch_sub_explicit(&s->pending, 1, memory_order_relaxed);
+}
+
+/* This thread's entry for site id, given it if need be (the other way of its set in turn). */
+static inline pend_entry_t *pend_entry(pend_t *p, uint32_t id, site_t *s)
+{
+    pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
+    if (OT_LIKELY(atomic_load_explicit(&w[0].site, memory_order_relaxed) == id)) return &w[0];
+    if (atomic_load_explicit(&w[1].site, memory_order_relaxed) == id) return &w[1];
+    pend_entry_t *e = !atomic_load_explicit(&w[0].site, memory_order_relaxed) ? &w[0]
+                    : !atomic_load_explicit(&w[1].site, memory_order_relaxed) ? &w[1]
+                    : &w[p->turn++ & 1];
+    pend_release(e);
+    /* Counted before the entry names it: a reader that finds the entry also scans. */
+    atomic_fetch_add_explicit(&s->pending, 1, memory_order_relaxed);
+    atomic_store_explicit(&e->site, id, memory_order_release);
+    return e;
+}
+
+/* Adds to this thread's pending counts for s; false (nothing done) when the thread has none or
+ * they are busy (a signal handler interrupting an update). */
+static bool pend_add(uint32_t id, site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
+{
+    pend_t *p = t_pend;
+    if (!p || p->busy) return false;
+    p->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    pend_entry_t *e = pend_entry(p, id, s);
+    int64_t live = get_i(&e->live_bytes) + lb;
+    put_i(&e->live_bytes, live);
+    put_i(&e->live_count, get_i(&e->live_count) + lc);
+    put_u(&e->total_bytes, get_u(&e->total_bytes) + tb);
+    put_u(&e->total_count, get_u(&e->total_count) + tc);
+    if (live >= PEND_GRANULE || live <= -PEND_GRANULE) pend_flush(e);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    p->busy = 0;
+    return true;
+}
+
+/* Everything but the common case: a site this thread has no entry for, a sampled block, a thread
+ * without pending counts, a busy one. */
+static OT_NOINLINE void count_slow(uint32_t id, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc, bool estimated)
 {
     site_t *s = site_of(id);
     if (!s) return;
-    atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)weight, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&s->live_count, 1, memory_order_relaxed);
+    if (estimated && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
+        atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
+    if (!pend_add(id, s, lb, lc, tb, tc)) shared_add(s, lb, lc, tb, tc);
+}
+
+static OT_NOINLINE void flush_and_leave(pend_t *p, pend_entry_t *e)
+{
+    pend_flush(e);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    p->busy = 0;
+}
+
+/* The common case, kept free of calls but tail calls: this thread's entry for the site exists. */
+static inline __attribute__((always_inline)) pend_entry_t *pend_hit(pend_t *p, uint32_t id)
+{
+    if (OT_UNLIKELY(p == NULL) || OT_UNLIKELY(p->busy)) return NULL;
+    pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
+    if (OT_LIKELY(atomic_load_explicit(&w[0].site, memory_order_relaxed) == id)) return &w[0];
+    if (atomic_load_explicit(&w[1].site, memory_order_relaxed) == id) return &w[1];
+    return NULL;
+}
+
+void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
+{
+    pend_t *p = t_pend;
+    pend_entry_t *e = estimated ? NULL : pend_hit(p, id);
+    if (OT_UNLIKELY(e == NULL)) {
+        count_slow(id, (int64_t)weight, 1, weight, 1, estimated);
+        return;
+    }
+    p->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    int64_t live = get_i(&e->live_bytes) + (int64_t)weight;
+    put_i(&e->live_bytes, live);
+    put_i(&e->live_count, get_i(&e->live_count) + 1);
+    put_u(&e->total_bytes, get_u(&e->total_bytes) + weight);
+    put_u(&e->total_count, get_u(&e->total_count) + 1);
+    if (OT_UNLIKELY(live >= PEND_GRANULE)) {
+        flush_and_leave(p, e);
+        return;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    p->busy = 0;
+}
+
+void ot_sites_on_free(uint32_t id, uint64_t weight)
+{
+    pend_t *p = t_pend;
+    pend_entry_t *e = pend_hit(p, id);
+    if (OT_UNLIKELY(e == NULL)) {
+        count_slow(id, -(int64_t)weight, -1, 0, 0, false);
+        return;
+    }
+    p->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    int64_t live = get_i(&e->live_bytes) - (int64_t)weight;
+    put_i(&e->live_bytes, live);
+    put_i(&e->live_count, get_i(&e->live_count) - 1);
+    if (OT_UNLIKELY(live <= -PEND_GRANULE)) {
+        flush_and_leave(p, e);
+        return;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    p->busy = 0;
+}
+
+void ot_sites_attach(void *mem)
+{
+    pend_t *old = t_pend;
+    if (old) {
+        old->busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        for (unsigned i = 0; i < PEND_SETS; i++)
+            for (unsigned w = 0; w < PEND_WAYS; w++) pend_release(&old->e[i][w]);
+        t_pend = NULL;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        old->busy = 0;
+    }
+    pend_t *p = mem;
+    if (!p) return;
+    if (!p->registered) {
+        p->registered = 1;
+        p->next = atomic_load_explicit(&all_pends, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&all_pends, &p->next, p, memory_order_release,
+                                                      memory_order_relaxed)) {
+        }
+    }
+    p->busy = 0;
+    t_pend = p;
 }
 
 bool ot_sites_get(uint32_t id, ot_site_info_t *out)
@@ -219,6 +406,22 @@ bool ot_sites_get(uint32_t id, ot_site_info_t *out)
     if (!s || !atomic_load_explicit(&s->hash, memory_order_acquire)) return false;
     int64_t lb = atomic_load_explicit(&s->live_bytes, memory_order_relaxed);
     int64_t lc = atomic_load_explicit(&s->live_count, memory_order_relaxed);
+    uint64_t tb = atomic_load_explicit(&s->total_bytes, memory_order_relaxed);
+    uint64_t tc = atomic_load_explicit(&s->total_count, memory_order_relaxed);
+    if (atomic_load_explicit(&s->pending, memory_order_acquire)) {
+        /* Counts that threads have not moved to the site yet. */
+        for (pend_t *p = atomic_load_explicit(&all_pends, memory_order_acquire); p; p = p->next) {
+            pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
+            for (unsigned k = 0; k < PEND_WAYS; k++) {
+                if (atomic_load_explicit(&w[k].site, memory_order_acquire) != id) continue;
+                lb += get_i(&w[k].live_bytes);
+                lc += get_i(&w[k].live_count);
+                tb += get_u(&w[k].total_bytes);
+                tc += get_u(&w[k].total_count);
+            }
+        }
+    }
+    uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
     out->id = id;
     out->kind = s->kind;
     out->device = s->device;
@@ -226,9 +429,10 @@ bool ot_sites_get(uint32_t id, ot_site_info_t *out)
     out->ips = s->ips;
     out->live_bytes = lb > 0 ? (uint64_t)lb : 0;
     out->live_count = lc > 0 ? (uint64_t)lc : 0;
-    out->peak_bytes = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
-    out->total_bytes = atomic_load_explicit(&s->total_bytes, memory_order_relaxed);
-    out->total_count = atomic_load_explicit(&s->total_count, memory_order_relaxed);
+    /* The level seen now counts towards the peak, as the process's own peak does. */
+    out->peak_bytes = lb > 0 && (uint64_t)lb > peak ? (uint64_t)lb : peak;
+    out->total_bytes = tb;
+    out->total_count = tc;
     out->estimated = atomic_load_explicit(&s->estimated, memory_order_relaxed) != 0;
     return true;
 }
@@ -275,4 +479,15 @@ void ot_sites_reset_for_test(void)
         if (chunk) ot_munmap(chunk, sizeof(site_t) * CHUNK_SITES);
     }
     atomic_store(&next_id, 1);
+    /* Pending counts name sites that are gone now. */
+    for (pend_t *p = atomic_load(&all_pends); p; p = p->next)
+        for (unsigned i = 0; i < PEND_SETS; i++)
+            for (unsigned w = 0; w < PEND_WAYS; w++) {
+                pend_entry_t *e = &p->e[i][w];
+                atomic_store(&e->site, 0);
+                put_i(&e->live_bytes, 0);
+                put_i(&e->live_count, 0);
+                put_u(&e->total_bytes, 0);
+                put_u(&e->total_count, 0);
+            }
 }
