@@ -320,58 +320,69 @@ static OT_NOINLINE void flush_and_leave(pend_t *p, pend_entry_t *e)
     p->busy = 0;
 }
 
-/* The common case, kept free of calls but tail calls: this thread's entry for the site exists. */
+/* The common case, kept free of calls but tail calls: this thread's entry for the site exists.
+ * busy is set before the entries are looked at: a signal handler that counted in between could
+ * have given the entry to another site. */
 static inline __attribute__((always_inline)) pend_entry_t *pend_hit(pend_t *p, uint32_t id)
 {
-    if (OT_UNLIKELY(p == NULL) || OT_UNLIKELY(p->busy)) return NULL;
     pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
     if (OT_LIKELY(atomic_load_explicit(&w[0].site, memory_order_relaxed) == id)) return &w[0];
     if (atomic_load_explicit(&w[1].site, memory_order_relaxed) == id) return &w[1];
     return NULL;
 }
 
+static inline __attribute__((always_inline)) void leave(pend_t *p)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    p->busy = 0;
+}
+
 void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
 {
     pend_t *p = t_pend;
-    pend_entry_t *e = estimated ? NULL : pend_hit(p, id);
-    if (OT_UNLIKELY(e == NULL)) {
-        count_slow(id, (int64_t)weight, 1, weight, 1, estimated);
-        return;
+    if (OT_LIKELY(p != NULL) && OT_LIKELY(!p->busy) && OT_LIKELY(!estimated)) {
+        p->busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        pend_entry_t *e = pend_hit(p, id);
+        if (OT_LIKELY(e != NULL)) {
+            int64_t live = get_i(&e->live_bytes) + (int64_t)weight;
+            put_i(&e->live_bytes, live);
+            put_i(&e->live_count, get_i(&e->live_count) + 1);
+            put_u(&e->total_bytes, get_u(&e->total_bytes) + weight);
+            put_u(&e->total_count, get_u(&e->total_count) + 1);
+            if (OT_UNLIKELY(live >= PEND_GRANULE)) {
+                flush_and_leave(p, e);
+                return;
+            }
+            leave(p);
+            return;
+        }
+        leave(p);
     }
-    p->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    int64_t live = get_i(&e->live_bytes) + (int64_t)weight;
-    put_i(&e->live_bytes, live);
-    put_i(&e->live_count, get_i(&e->live_count) + 1);
-    put_u(&e->total_bytes, get_u(&e->total_bytes) + weight);
-    put_u(&e->total_count, get_u(&e->total_count) + 1);
-    if (OT_UNLIKELY(live >= PEND_GRANULE)) {
-        flush_and_leave(p, e);
-        return;
-    }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    p->busy = 0;
+    count_slow(id, (int64_t)weight, 1, weight, 1, estimated);
 }
 
 void ot_sites_on_free(uint32_t id, uint64_t weight)
 {
     pend_t *p = t_pend;
-    pend_entry_t *e = pend_hit(p, id);
-    if (OT_UNLIKELY(e == NULL)) {
-        count_slow(id, -(int64_t)weight, -1, 0, 0, false);
-        return;
+    if (OT_LIKELY(p != NULL) && OT_LIKELY(!p->busy)) {
+        p->busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        pend_entry_t *e = pend_hit(p, id);
+        if (OT_LIKELY(e != NULL)) {
+            int64_t live = get_i(&e->live_bytes) - (int64_t)weight;
+            put_i(&e->live_bytes, live);
+            put_i(&e->live_count, get_i(&e->live_count) - 1);
+            if (OT_UNLIKELY(live <= -PEND_GRANULE)) {
+                flush_and_leave(p, e);
+                return;
+            }
+            leave(p);
+            return;
+        }
+        leave(p);
     }
-    p->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    int64_t live = get_i(&e->live_bytes) - (int64_t)weight;
-    put_i(&e->live_bytes, live);
-    put_i(&e->live_count, get_i(&e->live_count) - 1);
-    if (OT_UNLIKELY(live <= -PEND_GRANULE)) {
-        flush_and_leave(p, e);
-        return;
-    }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    p->busy = 0;
+    count_slow(id, -(int64_t)weight, -1, 0, 0, false);
 }
 
 void ot_sites_attach(void *mem)
