@@ -143,13 +143,18 @@ OT_EXPORT void *malloc(size_t n)
 OT_EXPORT void free(void *p)
 {
     if (OT_UNLIKELY(!p)) return;
-    if (OT_UNLIKELY(in_pool(p))) return;
-    if (OT_UNLIKELY(!ready())) return; /* cannot happen: only pool pointers exist before */
     /* Forget before the real free: afterwards another thread may be handed the same address.
      * Done even inside our own nested calls (e.g. a CUDA runtime freeing, during cudaMalloc, a
-     * block it allocated earlier): forgetting allocates nothing, and a miss is harmless. */
-    if (OT_LIKELY(ot_state.initialized == 2) && !ot_live_forget_host_fast((uintptr_t)p))
-        ot_live_forget_host((uintptr_t)p); /* keeps errno */
+     * block it allocated earlier): forgetting allocates nothing, and a miss is harmless. A block
+     * found in this thread's nursery came from the real malloc (pool blocks are never recorded),
+     * so the real functions are known. */
+    if (OT_LIKELY(ot_state.initialized == 2) && OT_LIKELY(ot_live_forget_host_fast((uintptr_t)p))) {
+        real.free(p);
+        return;
+    }
+    if (OT_UNLIKELY(in_pool(p))) return;
+    if (OT_UNLIKELY(!ready())) return; /* cannot happen: only pool pointers exist before */
+    if (OT_LIKELY(ot_state.initialized == 2)) ot_live_forget_host((uintptr_t)p); /* keeps errno */
     real.free(p);
 }
 

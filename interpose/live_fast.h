@@ -94,8 +94,10 @@ static inline int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool t
     __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
     for (int way = 0; way < 2; way++) {
         uint64_t k = atomic_load_explicit(&w[way].key, memory_order_acquire);
-        if (k == (key | MOVING)) return NG_MOVING;
-        if (k != key) continue;
+        if (k != key) {
+            if (k == (key | MOVING)) return NG_MOVING;
+            continue;
+        }
         *val = atomic_load_explicit(&w[way].val, memory_order_relaxed);
         if (!take) {
             /* The way may have moved on since the key was read: check it still holds. */
