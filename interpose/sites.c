@@ -266,15 +266,44 @@ static void pend_release(pend_entry_t *e)
     if (s) atomic_fetch_sub_explicit(&s->pending, 1, memory_order_relaxed);
 }
 
-/* This thread's entry for site id, given it if need be (the other way of its set in turn). */
-static inline pend_entry_t *pend_entry(pend_t *p, uint32_t id, site_t *s)
+/* The end of an update of this thread's entries (a signal handler may use them again). */
+static inline __attribute__((always_inline)) void leave(pend_t *p)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    p->busy = 0;
+}
+
+/* This thread's entry for site id, if it has one. */
+static inline __attribute__((always_inline)) pend_entry_t *pend_hit(pend_t *p, uint32_t id)
 {
     pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
     if (OT_LIKELY(atomic_load_explicit(&w[0].site, memory_order_relaxed) == id)) return &w[0];
     if (atomic_load_explicit(&w[1].site, memory_order_relaxed) == id) return &w[1];
-    pend_entry_t *e = !atomic_load_explicit(&w[0].site, memory_order_relaxed) ? &w[0]
-                    : !atomic_load_explicit(&w[1].site, memory_order_relaxed) ? &w[1]
-                    : &w[p->turn++ & 1];
+    return NULL;
+}
+
+/* Adds to an entry; true when its live bytes got a step from zero (the caller moves them). */
+static inline __attribute__((always_inline)) bool entry_add(pend_entry_t *e, int64_t lb, int64_t lc, uint64_t tb,
+                                                            uint64_t tc)
+{
+    int64_t live = get_i(&e->live_bytes) + lb;
+    put_i(&e->live_bytes, live);
+    put_i(&e->live_count, get_i(&e->live_count) + lc);
+    if (tc) {
+        put_u(&e->total_bytes, get_u(&e->total_bytes) + tb);
+        put_u(&e->total_count, get_u(&e->total_count) + tc);
+    }
+    return live >= PEND_GRANULE || live <= -PEND_GRANULE;
+}
+
+/* This thread's entry for site id, given it if need be (the other way of its set in turn). */
+static inline pend_entry_t *pend_entry(pend_t *p, uint32_t id, site_t *s)
+{
+    pend_entry_t *w = p->e[id & (PEND_SETS - 1)], *e = pend_hit(p, id);
+    if (e) return e;
+    e = !atomic_load_explicit(&w[0].site, memory_order_relaxed)   ? &w[0]
+        : !atomic_load_explicit(&w[1].site, memory_order_relaxed) ? &w[1]
+                                                                  : &w[p->turn++ & 1];
     pend_release(e);
     /* Counted before the entry names it: a reader that finds the entry also scans. */
     atomic_fetch_add_explicit(&s->pending, 1, memory_order_relaxed);
@@ -291,14 +320,8 @@ static bool pend_add(uint32_t id, site_t *s, int64_t lb, int64_t lc, uint64_t tb
     p->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pend_entry_t *e = pend_entry(p, id, s);
-    int64_t live = get_i(&e->live_bytes) + lb;
-    put_i(&e->live_bytes, live);
-    put_i(&e->live_count, get_i(&e->live_count) + lc);
-    put_u(&e->total_bytes, get_u(&e->total_bytes) + tb);
-    put_u(&e->total_count, get_u(&e->total_count) + tc);
-    if (live >= PEND_GRANULE || live <= -PEND_GRANULE) pend_flush(e);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    p->busy = 0;
+    if (entry_add(e, lb, lc, tb, tc)) pend_flush(e);
+    leave(p);
     return true;
 }
 
@@ -316,28 +339,14 @@ static OT_NOINLINE void count_slow(uint32_t id, int64_t lb, int64_t lc, uint64_t
 static OT_NOINLINE void flush_and_leave(pend_t *p, pend_entry_t *e)
 {
     pend_flush(e);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    p->busy = 0;
+    leave(p);
 }
 
 /* The common case, kept free of calls but tail calls: this thread's entry for the site exists.
  * busy is set before the entries are looked at: a signal handler that counted in between could
  * have given the entry to another site. */
-static inline __attribute__((always_inline)) pend_entry_t *pend_hit(pend_t *p, uint32_t id)
-{
-    pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
-    if (OT_LIKELY(atomic_load_explicit(&w[0].site, memory_order_relaxed) == id)) return &w[0];
-    if (atomic_load_explicit(&w[1].site, memory_order_relaxed) == id) return &w[1];
-    return NULL;
-}
-
-static inline __attribute__((always_inline)) void leave(pend_t *p)
-{
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    p->busy = 0;
-}
-
-void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
+static inline __attribute__((always_inline)) void count(uint32_t id, int64_t lb, int64_t lc, uint64_t tb,
+                                                        uint64_t tc, bool estimated)
 {
     pend_t *p = t_pend;
     if (OT_LIKELY(p != NULL) && OT_LIKELY(!p->busy) && OT_LIKELY(!estimated)) {
@@ -345,12 +354,7 @@ void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         pend_entry_t *e = pend_hit(p, id);
         if (OT_LIKELY(e != NULL)) {
-            int64_t live = get_i(&e->live_bytes) + (int64_t)weight;
-            put_i(&e->live_bytes, live);
-            put_i(&e->live_count, get_i(&e->live_count) + 1);
-            put_u(&e->total_bytes, get_u(&e->total_bytes) + weight);
-            put_u(&e->total_count, get_u(&e->total_count) + 1);
-            if (OT_UNLIKELY(live >= PEND_GRANULE)) {
+            if (OT_UNLIKELY(entry_add(e, lb, lc, tb, tc))) {
                 flush_and_leave(p, e);
                 return;
             }
@@ -359,30 +363,17 @@ void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
         }
         leave(p);
     }
-    count_slow(id, (int64_t)weight, 1, weight, 1, estimated);
+    count_slow(id, lb, lc, tb, tc, estimated);
+}
+
+void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
+{
+    count(id, (int64_t)weight, 1, weight, 1, estimated);
 }
 
 void ot_sites_on_free(uint32_t id, uint64_t weight)
 {
-    pend_t *p = t_pend;
-    if (OT_LIKELY(p != NULL) && OT_LIKELY(!p->busy)) {
-        p->busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        pend_entry_t *e = pend_hit(p, id);
-        if (OT_LIKELY(e != NULL)) {
-            int64_t live = get_i(&e->live_bytes) - (int64_t)weight;
-            put_i(&e->live_bytes, live);
-            put_i(&e->live_count, get_i(&e->live_count) - 1);
-            if (OT_UNLIKELY(live <= -PEND_GRANULE)) {
-                flush_and_leave(p, e);
-                return;
-            }
-            leave(p);
-            return;
-        }
-        leave(p);
-    }
-    count_slow(id, -(int64_t)weight, -1, 0, 0, false);
+    count(id, -(int64_t)weight, -1, 0, 0, false);
 }
 
 void ot_sites_attach(void *mem)
