@@ -188,6 +188,7 @@ static uint64_t psize(long i) { return i % 501 == 0 ? 300 * 1024 : 16 + (uint64_
 
 /* Blocks allocated here are freed by another thread; 40 sites through 16 entries. */
 static _Atomic uint64_t handoff[4096];
+static pthread_barrier_t freer_done, freer_may_end;
 static void *pend_freer(void *arg)
 {
     void *mem = arg;
@@ -197,6 +198,8 @@ static void *pend_freer(void *arg)
             uint64_t h = atomic_exchange(&handoff[i], 0);
             if (h) model_free((int)(h >> 40), h & ((1ull << 40) - 1));
         }
+    pthread_barrier_wait(&freer_done); /* the main thread reads our pending counts now */
+    pthread_barrier_wait(&freer_may_end);
     ot_sites_attach(NULL); /* a thread's end: its counts go to the sites */
     return NULL;
 }
@@ -220,10 +223,18 @@ TEST(pending_counts_exact)
         if (i % 9973 == 0 && model_mismatches()) break;
     }
     EXPECT_EQ_U(model_mismatches(), 0);
-    /* the other thread frees what was handed to it, in its own pending counts, then ends */
+    /* the other thread frees what was handed to it, in its own pending counts; they are read
+     * while it is still alive, then it ends */
+    pthread_barrier_init(&freer_done, NULL, 2);
+    pthread_barrier_init(&freer_may_end, NULL, 2);
     pthread_t th;
     pthread_create(&th, NULL, pend_freer, theirs);
+    pthread_barrier_wait(&freer_done);
+    EXPECT_EQ_U(model_mismatches(), 0);
+    pthread_barrier_wait(&freer_may_end);
     pthread_join(th, NULL);
+    pthread_barrier_destroy(&freer_done);
+    pthread_barrier_destroy(&freer_may_end);
     EXPECT_EQ_U(model_mismatches(), 0);
     /* this thread detaches too: nothing pending anywhere, and the sites hold it all */
     ot_sites_attach(NULL);
