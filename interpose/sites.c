@@ -189,7 +189,7 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
 }
 
 /* Adds counts to a site's shared counters and raises its peak to the live bytes that makes. */
-static void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
+static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
 {
     int64_t now = atomic_fetch_add_explicit(&s->live_bytes, lb, memory_order_relaxed) + lb;
     if (lc) atomic_fetch_add_explicit(&s->live_count, lc, memory_order_relaxed);
@@ -206,17 +206,18 @@ static void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t 
 /* ---- per-thread pending counts
  * A site's counters are shared: threads that allocate at the same call site at once (workers
  * running the same loop) would each pull the site's cache line over on every allocation and free.
- * Instead each thread keeps what it adds to its recent sites in a small set-associative array of
- * its own (only the owner writes it), and moves that to the shared counters when the entry is
- * given to another site, when its live bytes get PEND_GRANULE away from zero, and when the thread
- * ends. Readers (ot_sites_get) add every thread's pending counts for the site: exact whenever no
+ * Instead, once a second thread counts at sites (with one there is nobody to share a line with),
+ * each thread keeps what it adds to its hot sites in a small set-associative array of its own
+ * (only the owner writes it), and moves that to the shared counters when the entry is given to
+ * another site, when its live bytes get PEND_GRANULE away from zero, and when the thread ends. Readers (ot_sites_get) add every thread's pending counts for the site: exact whenever no
  * thread is moving them at that instant, as the per-thread totals of live.c. A site's peak is
  * raised from its shared live bytes, so it is exact to within PEND_GRANULE per thread (the same
  * bound as the process's own peak), and reports fold in the exact level when they read it.
  * A signal handler that allocates while its thread is updating its entries finds them busy and
  * goes to the shared counters. */
-#define PEND_SETS 8
+#define PEND_SETS 32
 #define PEND_WAYS 2
+#define PEND_REPLACE 8
 #define PEND_GRANULE (256 * 1024)
 typedef struct {
     _Atomic uint32_t site;
@@ -229,6 +230,7 @@ typedef struct pend {
     struct pend *next; /* every block ever attached, for readers; never freed */
 } pend_t;
 static _Atomic(pend_t *) all_pends;
+static _Atomic uint32_t n_pends; /* blocks ever attached: threads that counted at sites */
 static OT_TLS pend_t *t_pend;
 
 size_t ot_sites_pend_bytes(void) { return sizeof(pend_t); }
@@ -296,44 +298,45 @@ static inline __attribute__((always_inline)) bool entry_add(pend_entry_t *e, int
     return live >= PEND_GRANULE || live <= -PEND_GRANULE;
 }
 
-/* This thread's entry for site id, given it if need be (the other way of its set in turn). */
-static inline pend_entry_t *pend_entry(pend_t *p, uint32_t id, site_t *s)
+/* An entry of this thread's for site id, which has none: a free way of its set, or (one miss in
+ * PEND_REPLACE) a taken one, whose counts go to its site first. NULL: count at the site this time.
+ * A program that allocates at many sites in turn (a compiler) would otherwise move an entry's
+ * counts to its site on nearly every call, which costs more than counting at the site; a site that
+ * stays hot still gets a way. */
+static pend_entry_t *pend_take(pend_t *p, uint32_t id, site_t *s)
 {
-    pend_entry_t *w = p->e[id & (PEND_SETS - 1)], *e = pend_hit(p, id);
-    if (e) return e;
-    e = !atomic_load_explicit(&w[0].site, memory_order_relaxed)   ? &w[0]
-        : !atomic_load_explicit(&w[1].site, memory_order_relaxed) ? &w[1]
-                                                                  : &w[p->turn++ & 1];
-    pend_release(e);
+    pend_entry_t *w = p->e[id & (PEND_SETS - 1)], *e;
+    if (!atomic_load_explicit(&w[0].site, memory_order_relaxed)) {
+        e = &w[0];
+    } else if (!atomic_load_explicit(&w[1].site, memory_order_relaxed)) {
+        e = &w[1];
+    } else {
+        if (++p->turn % PEND_REPLACE) return NULL;
+        e = &w[(p->turn / PEND_REPLACE) & 1];
+        pend_release(e);
+    }
     /* Counted before the entry names it: a reader that finds the entry also scans. */
     atomic_fetch_add_explicit(&s->pending, 1, memory_order_relaxed);
     atomic_store_explicit(&e->site, id, memory_order_release);
     return e;
 }
 
-/* Adds to this thread's pending counts for s; false (nothing done) when the thread has none or
- * they are busy (a signal handler interrupting an update). */
-static bool pend_add(uint32_t id, site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
-{
-    pend_t *p = t_pend;
-    if (!p || p->busy) return false;
-    p->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    pend_entry_t *e = pend_entry(p, id, s);
-    if (entry_add(e, lb, lc, tb, tc)) pend_flush(e);
-    leave(p);
-    return true;
-}
-
-/* Everything but the common case: a site this thread has no entry for, a sampled block, a thread
- * without pending counts, a busy one. */
-static OT_NOINLINE void count_slow(uint32_t id, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc, bool estimated)
+/* Everything but the common case: a site this thread has no entry for, a sampled block (its site
+ * is marked estimated), a thread without entries or with busy ones (p NULL). p, when given, is
+ * held busy by the caller and left here. */
+static OT_NOINLINE void count_miss(pend_t *p, uint32_t id, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc,
+                                   bool estimated)
 {
     site_t *s = site_of(id);
-    if (!s) return;
-    if (estimated && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
-        atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
-    if (!pend_add(id, s, lb, lc, tb, tc)) shared_add(s, lb, lc, tb, tc);
+    if (s) {
+        if (estimated && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
+            atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
+        pend_entry_t *e = p ? pend_hit(p, id) : NULL;
+        if (!e && p) e = pend_take(p, id, s);
+        if (!e) shared_add(s, lb, lc, tb, tc);
+        else if (entry_add(e, lb, lc, tb, tc)) pend_flush(e);
+    }
+    if (p) leave(p);
 }
 
 static OT_NOINLINE void flush_and_leave(pend_t *p, pend_entry_t *e)
@@ -349,21 +352,28 @@ static inline __attribute__((always_inline)) void count(uint32_t id, int64_t lb,
                                                         uint64_t tc, bool estimated)
 {
     pend_t *p = t_pend;
-    if (OT_LIKELY(p != NULL) && OT_LIKELY(!p->busy) && OT_LIKELY(!estimated)) {
-        p->busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        pend_entry_t *e = pend_hit(p, id);
-        if (OT_LIKELY(e != NULL)) {
-            if (OT_UNLIKELY(entry_add(e, lb, lc, tb, tc))) {
-                flush_and_leave(p, e);
-                return;
-            }
-            leave(p);
-            return;
-        }
-        leave(p);
+    /* With one thread there is nobody to share a site's line with: count at the site. */
+    if (atomic_load_explicit(&n_pends, memory_order_relaxed) < 2 || OT_UNLIKELY(p == NULL) ||
+        OT_UNLIKELY(p->busy)) {
+        site_t *s = site_of(id);
+        if (OT_UNLIKELY(s == NULL)) return;
+        if (OT_UNLIKELY(estimated) && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
+            atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
+        shared_add(s, lb, lc, tb, tc);
+        return;
     }
-    count_slow(id, lb, lc, tb, tc, estimated);
+    p->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    pend_entry_t *e = OT_LIKELY(!estimated) ? pend_hit(p, id) : NULL;
+    if (OT_UNLIKELY(e == NULL)) {
+        count_miss(p, id, lb, lc, tb, tc, estimated);
+        return;
+    }
+    if (OT_UNLIKELY(entry_add(e, lb, lc, tb, tc))) {
+        flush_and_leave(p, e);
+        return;
+    }
+    leave(p);
 }
 
 void ot_sites_on_alloc(uint32_t id, uint64_t weight, bool estimated)
@@ -392,6 +402,7 @@ void ot_sites_attach(void *mem)
     if (!p) return;
     if (!p->registered) {
         p->registered = 1;
+        atomic_fetch_add_explicit(&n_pends, 1, memory_order_relaxed);
         p->next = atomic_load_explicit(&all_pends, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(&all_pends, &p->next, p, memory_order_release,
                                                       memory_order_relaxed)) {

@@ -174,6 +174,11 @@ static int model_mismatches(void)
     return bad;
 }
 
+/* Sites for a signal handler to count at, 9 for each residue of the id modulo 64: so that, for
+ * any power-of-two number of sets up to 64, 9 of them share each loop site's set. */
+#define HSITES (64 * 9)
+static uint32_t hsite[HSITES];
+
 static void model_reset(void)
 {
     ot_sites_reset_for_test();
@@ -181,6 +186,10 @@ static void model_reset(void)
     for (int k = 0; k < PSITES; k++) {
         uintptr_t st[2] = {0x4000 + (uintptr_t)k, 0x9000};
         psite[k] = ot_sites_intern(st, 2, OT_KIND_HOST, -1);
+    }
+    for (int k = 0; k < HSITES; k++) {
+        uintptr_t st[2] = {0x8000 + (uintptr_t)k, 0x9000};
+        hsite[k] = ot_sites_intern(st, 2, OT_KIND_HOST, -1);
     }
 }
 
@@ -211,6 +220,9 @@ TEST(pending_counts_exact)
     ASSERT(ot_sites_pend_bytes() <= sizeof mine);
     memset(mine, 0, sizeof mine);
     memset(theirs, 0, sizeof theirs);
+    /* Pending counts are used once a second thread has counted at sites: both blocks are known
+     * from here on (the other thread attaches its own again below). */
+    ot_sites_attach(theirs);
     ot_sites_attach(mine);
     long live = 0;
     for (long i = 1; i <= 100000; i++) {
@@ -269,12 +281,18 @@ static void count_in_handler(int sig)
 {
     (void)sig;
     atomic_fetch_add(&handler_runs, 1);
-    /* Two other sites of the loop's set (ids are consecutive, sets are id % 8): counted here,
-     * they would take both ways of the set, the loop's entry included, were it not busy. */
+    /* Nine other sites of the loop site's set (ids are consecutive): counted here, they would
+     * take the ways of that set, the loop's entry included, were the entries not busy. Their
+     * counts balance out, so only the loop's sites are checked. */
     int k = atomic_load(&loop_k);
-    model_alloc((k + 8) % PSITES, 48);
-    model_alloc((k + 16) % PSITES, 4096);
-    model_free((k + 8) % PSITES, 48);
+    uint32_t first = hsite[(psite[k] - hsite[0]) % 64];
+    for (uint32_t j = 0; j < 9; j++) {
+        ot_sites_on_alloc(first + 64 * j, 48, false);
+        ot_sites_on_free(first + 64 * j, 48);
+    }
+    /* and at the loop's own site: the entry the loop may be in the middle of updating */
+    model_alloc(k, 96);
+    model_free(k, 96);
 }
 
 static _Atomic int sender_started;
