@@ -30,7 +30,6 @@ _Atomic uint32_t ot_n_nurseries;
 #define n_nurseries ot_n_nurseries
 /* Which nursery last recorded a block of this granule's hash: where a cross-thread free looks first. */
 _Atomic uint16_t ot_owner_hint[1u << HINT_BITS];
-#define owner_hint ot_owner_hint
 
 static _Atomic(thread_counters_t *) all_threads;
 OT_TLS thread_counters_t *ot_my_counters;
@@ -284,8 +283,8 @@ static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
     }
     atomic_store_explicit(&w[way].val, val, memory_order_relaxed);
     atomic_store_explicit(&w[way].key, key, memory_order_release);
-    /* With a few threads a cross-thread free simply looks at every nursery; the hint (a store to
-     * a random line of a shared array) only pays for itself with many. */
+    /* With a few threads a cross-thread free simply looks at every nursery; the hint (a line of a
+     * shared array, written when it names another nursery) only pays for itself with many. */
     if (OT_UNLIKELY(atomic_load_explicit(&n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
         hint_note(key, c->nid);
     return true;
@@ -310,7 +309,7 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
     nursery_t *h = NULL;
     if (count > HINT_MIN_THREADS) {
-        uint32_t hint = atomic_load_explicit(&owner_hint[hint_index(key)], memory_order_relaxed);
+        uint32_t hint = atomic_load_explicit(&ot_owner_hint[hint_index(key)], memory_order_relaxed);
         h = hint < count ? atomic_load_explicit(&nurseries[hint], memory_order_acquire) : NULL;
     }
     /* The table first (where cross-thread frees usually find their record), then the nurseries.

@@ -209,7 +209,8 @@ static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t 
  * Instead, once a second thread counts at sites (with one there is nobody to share a line with),
  * each thread keeps what it adds to its hot sites in a small set-associative array of its own
  * (only the owner writes it), and moves that to the shared counters when the entry is given to
- * another site, when its live bytes get PEND_GRANULE away from zero, and when the thread ends. Readers (ot_sites_get) add every thread's pending counts for the site: exact whenever no
+ * another site, when its live bytes get PEND_GRANULE away from zero, and when the thread ends.
+ * Readers (ot_sites_get) add every thread's pending counts for the site: exact whenever no
  * thread is moving them at that instant, as the per-thread totals of live.c. A site's peak is
  * raised from its shared live bytes, so it is exact to within PEND_GRANULE per thread (the same
  * bound as the process's own peak), and reports fold in the exact level when they read it.
@@ -240,6 +241,14 @@ static inline int64_t get_i(_Atomic int64_t *v) { return atomic_load_explicit(v,
 static inline void put_u(_Atomic uint64_t *v, uint64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
 static inline uint64_t get_u(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 
+static inline void entry_clear(pend_entry_t *e)
+{
+    put_i(&e->live_bytes, 0);
+    put_i(&e->live_count, 0);
+    put_u(&e->total_bytes, 0);
+    put_u(&e->total_count, 0);
+}
+
 /* Moves an entry's counts to its site's shared counters (the entry keeps its site). The entry is
  * emptied first: a reader in between sees the counts in neither place, never in both. */
 static void pend_flush(pend_entry_t *e)
@@ -250,10 +259,7 @@ static void pend_flush(pend_entry_t *e)
     int64_t lb = get_i(&e->live_bytes), lc = get_i(&e->live_count);
     uint64_t tb = get_u(&e->total_bytes), tc = get_u(&e->total_count);
     if (!lb && !lc && !tb && !tc) return;
-    put_i(&e->live_bytes, 0);
-    put_i(&e->live_count, 0);
-    put_u(&e->total_bytes, 0);
-    put_u(&e->total_count, 0);
+    entry_clear(e);
     shared_add(s, lb, lc, tb, tc);
 }
 
@@ -321,22 +327,27 @@ static pend_entry_t *pend_take(pend_t *p, uint32_t id, site_t *s)
     return e;
 }
 
-/* Everything but the common case: a site this thread has no entry for, a sampled block (its site
- * is marked estimated), a thread without entries or with busy ones (p NULL). p, when given, is
- * held busy by the caller and left here. */
+/* A sampled block marks its site estimated. */
+static inline __attribute__((always_inline)) void mark_estimated(site_t *s, bool estimated)
+{
+    if (OT_UNLIKELY(estimated) && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
+        atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
+}
+
+/* This thread's entries have none for the site, or the block is sampled: an entry if one can be
+ * had, else the site's own counters. p is held busy by the caller and left here. */
 static OT_NOINLINE void count_miss(pend_t *p, uint32_t id, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc,
                                    bool estimated)
 {
     site_t *s = site_of(id);
     if (s) {
-        if (estimated && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
-            atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
-        pend_entry_t *e = p ? pend_hit(p, id) : NULL;
-        if (!e && p) e = pend_take(p, id, s);
+        mark_estimated(s, estimated);
+        pend_entry_t *e = pend_hit(p, id);
+        if (!e) e = pend_take(p, id, s);
         if (!e) shared_add(s, lb, lc, tb, tc);
         else if (entry_add(e, lb, lc, tb, tc)) pend_flush(e);
     }
-    if (p) leave(p);
+    leave(p);
 }
 
 static OT_NOINLINE void flush_and_leave(pend_t *p, pend_entry_t *e)
@@ -357,8 +368,7 @@ static inline __attribute__((always_inline)) void count(uint32_t id, int64_t lb,
         OT_UNLIKELY(p->busy)) {
         site_t *s = site_of(id);
         if (OT_UNLIKELY(s == NULL)) return;
-        if (OT_UNLIKELY(estimated) && !atomic_load_explicit(&s->estimated, memory_order_relaxed))
-            atomic_store_explicit(&s->estimated, 1, memory_order_relaxed);
+        mark_estimated(s, estimated);
         shared_add(s, lb, lc, tb, tc);
         return;
     }
@@ -496,11 +506,7 @@ void ot_sites_reset_for_test(void)
     for (pend_t *p = atomic_load(&all_pends); p; p = p->next)
         for (unsigned i = 0; i < PEND_SETS; i++)
             for (unsigned w = 0; w < PEND_WAYS; w++) {
-                pend_entry_t *e = &p->e[i][w];
-                atomic_store(&e->site, 0);
-                put_i(&e->live_bytes, 0);
-                put_i(&e->live_count, 0);
-                put_u(&e->total_bytes, 0);
-                put_u(&e->total_count, 0);
+                atomic_store(&p->e[i][w].site, 0);
+                entry_clear(&p->e[i][w]);
             }
 }
