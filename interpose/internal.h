@@ -192,6 +192,9 @@ void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);
 /* Frames this thread's last walk stepped with a CFI rule; the rest it checked against its previous
  * walk (tests: that a walk joins the one before where they share frames). */
 unsigned ot_unwind_last_stepped(void);
+/* Tests: the rule cache's set for an ip (return address), and a lookup through the cache. */
+unsigned ot_unwind_rule_set_for_test(uintptr_t ip);
+void ot_unwind_rule_for_test(uintptr_t ip);
 /* In a fork child: a module-table rebuild another thread had in progress is abandoned. */
 void ot_unwind_atfork_child(void);
 
