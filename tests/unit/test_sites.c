@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <limits.h>
+#include <time.h>
 #include <sched.h>
 
 #if __has_include(<valgrind/valgrind.h>)
@@ -323,10 +325,18 @@ TEST(pending_counts_with_signals)
     pthread_t sender;
     pthread_create(&sender, NULL, signal_sender, NULL);
     while (!atomic_load(&sender_started)) sched_yield();
-    /* 20000 signals take a fraction of a second; under valgrind, which runs one thread at a time,
-     * the loop ends at 2 million steps with however many arrived. */
-    long steps = under_valgrind() ? 2000000 : 100000000;
+    /* 20000 signals take a fraction of a second on an idle machine. On a busy one the sender may
+     * hardly run (533 signals in 100 million steps, with two CPUs taken by other work), so the loop
+     * runs until they have arrived, for up to a minute. Under valgrind, which runs one thread at a
+     * time, it ends at 2 million steps with however many arrived. */
+    long steps = under_valgrind() ? 2000000 : LONG_MAX;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 1; i <= steps && atomic_load(&handler_runs) < 20000; i++) {
+        if ((i & 0xffff) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 60) break;
+        }
         int k = (int)(i % PSITES);
         atomic_store_explicit(&loop_k, k, memory_order_relaxed);
         model_alloc(k, psize(i));
