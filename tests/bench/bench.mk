@@ -13,7 +13,7 @@ bench-bins: $(BENCH_BINS)
 
 .PHONY: bench-bins
 
-# Reference preloads for the small_churn floor rows (tests/bench/ref): not trackers, lower bounds.
+# Reference preloads for the floor rows (tests/bench/ref): not trackers, lower bounds.
 REF_SRCS := $(sort $(wildcard tests/bench/ref/*.c))
 REF_LIBS := $(REF_SRCS:tests/bench/ref/%.c=$(B)/bench/ref/%.so)
 

@@ -1,0 +1,78 @@
+/* Bench reference, not a tracker: the least work an exact table of live blocks can do, as a lower
+ * bound for any tracker that keeps one in the process (oomtrace's live table, LeakSanitizer's
+ * allocator metadata) on live_10m. On top of forwarder.c it keeps every live block's size in one
+ * open-addressing hash table of 16-byte slots, with the homes oomtrace uses (blocks of one
+ * 256-byte granule land in neighbouring slots), linear probing and tombstones; it doubles at 75%
+ * full (live + tombstones), by mmap of the new table, a rehash and munmap of the old one, so it
+ * holds 10 million blocks at oomtrace's 26.8 bytes each. It has none of what makes a tracker
+ * usable: no lock or atomic (one thread only: live_10m), no recursion guard, no counters, no
+ * stacks, no shrinking, and a failed mmap silently stops recording. realloc/calloc are not
+ * wrapped. Built by tests/bench/bench.mk. */
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "next.h"
+
+void *malloc(size_t n);
+void free(void *p);
+
+#define TOMB 1u
+typedef struct {
+    uint64_t key, size;
+} slot_t;
+static slot_t *tab;
+static uint64_t cap, used; /* used: live + tombstones */
+static unsigned cap_bits;
+
+static inline uint64_t home(uint64_t k, unsigned bits)
+{
+    return ((k >> 8) * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+}
+
+static void place(slot_t *t, unsigned bits, uint64_t k, uint64_t size)
+{
+    uint64_t mask = (1ull << bits) - 1, i = home(k, bits);
+    while (t[i].key > TOMB) i = (i + 1) & mask;
+    t[i].key = k;
+    t[i].size = size;
+}
+
+static int grow(void)
+{
+    unsigned bits = cap ? cap_bits + 1 : 12;
+    slot_t *t = mmap(NULL, sizeof(slot_t) << bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED) return -1;
+    uint64_t live = 0;
+    for (uint64_t i = 0; i < cap; i++)
+        if (tab[i].key > TOMB) {
+            place(t, bits, tab[i].key, tab[i].size);
+            live++;
+        }
+    if (tab) munmap(tab, sizeof(slot_t) * cap);
+    tab = t;
+    cap_bits = bits;
+    cap = 1ull << bits;
+    used = live;
+    return 0;
+}
+
+void *malloc(size_t n)
+{
+    void *p = call_next_malloc(n);
+    if (p && (used * 4 < cap * 3 || grow() == 0)) {
+        place(tab, cap_bits, (uint64_t)(uintptr_t)p, n);
+        used++;
+    }
+    return p;
+}
+
+void free(void *p)
+{
+    uint64_t k = (uint64_t)(uintptr_t)p;
+    if (p && cap) {
+        uint64_t mask = cap - 1, i = home(k, cap_bits);
+        while (tab[i].key && tab[i].key != k) i = (i + 1) & mask;
+        if (tab[i].key == k) tab[i].key = TOMB;
+    }
+    call_next_free(p);
+}
