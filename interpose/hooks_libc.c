@@ -127,7 +127,7 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
     /* record() is always_inline: the origin is the hook's own frame */
-    if (!ot_live_record_host_fast((uintptr_t)p, n)) ot_live_record((uintptr_t)p, n, OT_KIND_HOST, -1);
+    if (!ot_live_record_host_fast((uintptr_t)p, n)) ot_live_record_host((uintptr_t)p, n);
 }
 
 OT_EXPORT void *malloc(size_t n)
@@ -192,7 +192,7 @@ static inline __attribute__((always_inline)) void *realloc_common(const char *ap
     int e = errno;
     if (q) {
         if (had) ot_live_release((uintptr_t)p, old_val);
-        ot_live_record((uintptr_t)q, n, OT_KIND_HOST, -1);
+        ot_live_record_host((uintptr_t)q, n);
         errno = e;
     } else if (p && n == 0 && !is_array) {
         /* glibc: realloc(p, 0) frees p and returns NULL. */

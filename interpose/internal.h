@@ -163,9 +163,6 @@ typedef struct {
     uint32_t walk;  /* out when not hit */
 } ot_stack_note_t;
 unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin, ot_stack_note_t *note);
-/* Asked first by a caller of ot_stack_capture_at with a note: the value noted under tag if the
- * stack from origin is the thread's last walk (and its depth), else 0, walking nothing. */
-uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth);
 /* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
  * origin is not among the first frames of the walk. */
 unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin);
@@ -179,6 +176,18 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
 void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
 /* ot_stack_noted_at's test: the value noted for the last walk if it is this stack, else 0. */
 uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth);
+/* Asked first by a caller of ot_stack_capture_at with a note: the value noted under tag if the
+ * stack from origin is the thread's last walk (and its depth), else 0, walking nothing. The
+ * verifying build (stack.c) checks every answer against libunwind; the others ask the walker
+ * directly (the allocation path of stacks=all asks on every call). */
+#ifdef OT_UNWIND_VERIFY
+uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth);
+#else
+static inline uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth)
+{
+    return ot_unwind_noted(origin->ip, origin->sp, origin->bp, max, tag, depth);
+}
+#endif
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache, owned by the caller (NULL: none). OT_UNWIND_CACHE_BYTES
  * remembers the last 16 walks (stacks=all: a stack seen again among them is not walked again, and
@@ -288,6 +297,9 @@ void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
  * the sampling policy. The malloc hooks try ot_live_record_host_fast (live_fast.h) first. */
 void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device);
 #define ot_live_record(...) OT_CALL_WITH_ORIGIN(ot_live_record_from, __VA_ARGS__)
+/* The same for host memory (kind OT_KIND_HOST, device -1): the malloc family's hooks. */
+void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size);
+#define ot_live_record_host(...) OT_CALL_WITH_ORIGIN(ot_live_record_host_from, __VA_ARGS__)
 /* Forget an allocation; returns true and fills size/kind if it was known. */
 bool ot_live_forget(uint64_t key, uint64_t *size, unsigned *kind);
 /* ot_live_forget(key, NULL, NULL) for a host free that ot_live_forget_host_fast (live_fast.h)

@@ -263,7 +263,7 @@ static OT_NOINLINE bool evict_way(__typeof__(((nursery_t *)0)->slot[0][0]) *w, i
  * allocations is likely to live on, and the new one is likely to be freed soon, here, for the price
  * of two plain stores. Without this, a program that keeps many blocks (cc1) fills every set and
  * sends nearly all its allocations through the table. */
-static inline bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
+static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
 {
     unsigned set = nursery_set(key);
     __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[set];
@@ -411,7 +411,10 @@ static OT_NOINLINE uint32_t site_by_walk(thread_counters_t *c, const ot_origin_t
     return site;
 }
 
-void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
+/* The body of ot_live_record_from, and of its host-only twin, where kind and device are constants
+ * (the malloc family: the note tag, the stack policy and the nursery test fold away). */
+static inline __attribute__((always_inline)) void record_body(const ot_origin_t *origin, uint64_t key, uint64_t size,
+                                                              unsigned kind, int device)
 {
     thread_counters_t *c = counters();
     if (OT_UNLIKELY(!c)) return;
@@ -454,6 +457,16 @@ counted:
     count_alloc(c, kind, size);
 }
 
+void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
+{
+    record_body(origin, key, size, kind, device);
+}
+
+void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size)
+{
+    record_body(origin, key, size, OT_KIND_HOST, -1);
+}
+
 static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
 {
     uint64_t size = ot_unpack_size(val);
@@ -472,9 +485,17 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (kind_out) *kind_out = kind;
 }
 
-OT_NOINLINE void ot_live_account_free(uint64_t key, uint64_t val)
+OT_NOINLINE void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val)
 {
-    account_free(key, val, NULL, NULL);
+    uint64_t size = ot_unpack_size(val);
+    if (ot_unpack_kind(val) == OT_KIND_HOST && size != OT_SIZE_BIG && full_stack_for(size, OT_KIND_HOST)) {
+        /* A host block with a call site and its exact size (stacks=all, or big enough for a stack):
+         * account_free's work without its general cases. */
+        count_free(c, OT_KIND_HOST, size);
+        ot_sites_on_free(ot_unpack_site(val), size);
+        return;
+    }
+    account_free(key, val, NULL, NULL); /* sampled (weighted), another kind, or huge */
 }
 
 static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)

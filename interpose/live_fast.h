@@ -180,7 +180,8 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
     return true;
 }
 
-void ot_live_account_free(uint64_t key, uint64_t val); /* a taken record with a site, or huge, or not host */
+/* A taken record of this thread's (c) with a site, or huge, or not host. */
+void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val);
 
 /* A host free of a block recorded in this thread's nursery: true once it is forgotten. False,
  * having changed nothing, otherwise: the caller then calls ot_live_forget_host. */
@@ -190,7 +191,7 @@ static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint6
     if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(c->nursery == NULL)) return false;
     uint64_t val;
     if (OT_UNLIKELY(!nursery_get(c->nursery, key, &val, true))) return false;
-    if (OT_UNLIKELY(val >= OT_SIZE_BIG)) ot_live_account_free(key, val); /* a call site, another kind or huge */
+    if (OT_UNLIKELY(val >= OT_SIZE_BIG)) ot_live_account_free(c, key, val); /* a call site, another kind or huge */
     else count_free(c, OT_KIND_HOST, val);
     return true;
 }

@@ -260,10 +260,10 @@ OT_NOINLINE unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_
     return r;
 }
 
+#ifdef OT_UNWIND_VERIFY
 uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth)
 {
     uint32_t site = ot_unwind_noted(origin->ip, origin->sp, origin->bp, max, tag, depth);
-#ifdef OT_UNWIND_VERIFY
     if (site) {
         /* The record path asks this outside its recursion guard and without keeping errno:
          * libunwind may allocate and set it. */
@@ -273,9 +273,9 @@ uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag
         ot_in_hook--;
         errno = e;
     }
-#endif
     return site;
 }
+#endif
 
 static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth)
 {
