@@ -744,6 +744,15 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
+/* Do all of walk m's checks hold (the whole of validate(m, 0) == m->n, for a stack matched from
+ * frame 0, whose checks start at chk[0])? */
+static inline bool holds_all(const wbuf_t *m)
+{
+    const __typeof__(m->chk[0]) *k = m->chk;
+    while (*(const uintptr_t *)k->at == k->val) k++;
+    return k == &m->chk[m->nchk];
+}
+
 /* Seven bits of (ip, sp), never 0: memo_find compares all buffers' tags at once. */
 static inline uint8_t key_tag(uintptr_t ip, uintptr_t sp)
 {
@@ -808,7 +817,7 @@ static inline bool is_stack(const wbuf_t *m, uintptr_t ip, uintptr_t sp, uintptr
                             unsigned max, unsigned skip)
 {
     return m->n && m->f[0].ip == ip && m->f[0].sp == sp && (m->f[0].bp == bp || !m->matters0) &&
-           m->code_gen == code_gen && whole(m, max, skip) && validate(m, 0) == m->n;
+           m->code_gen == code_gen && whole(m, max, skip) && holds_all(m);
 }
 
 /* A remembered walk that is this very stack: its place in the order, or -1. The tags leave only
