@@ -31,6 +31,7 @@
  * reads as busy (libunwind takes the capture), and the per-thread cache is skipped while busy. */
 #include <link.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <emmintrin.h>
 
@@ -642,7 +643,8 @@ typedef struct {
      * of {address, value} (every return-address slot, and each saved rbp that matters), first[t]
      * the first check of the step from frame t to t + 1, frame[c] the frame check c vouches for;
      * and the return addresses in a row. The loop case, the same stack again, then costs a load
-     * and a compare per check and a copy per frame. */
+     * and a compare per check and a copy per frame. Frames a walk took over from the walk before
+     * (a join) bring their part of these along, shifted, rather than being derived again. */
     uint32_t nchk, nips;
     uint32_t gen;      /* which walk this is, for notes (never 0) */
     uint32_t code_gen; /* g_code_gen when the walk began: frames of code since unmapped never join */
@@ -694,25 +696,13 @@ void ot_unwind_attach(void *mem, size_t bytes)
     t_walk = w;
 }
 
-static void build_checks(wbuf_t *b)
+/* The checks of the steps from frame t to t + 1 for t in [from, to), appended at b->chk[c]; frames
+ * from..to - 1 get their first[] and ips[] (k: the next ips index). Returns the new c. */
+static inline unsigned add_checks(wbuf_t *b, unsigned from, unsigned to, unsigned c, unsigned *k)
 {
-    /* Does frame 0's rbp matter to the walk as a whole? Only if some frame computes its CFA from
-     * rbp, reached through frames that pass rbp on unsaved. A frame that saves rbp hands its caller
-     * the saved value (a checked slot where that matters), and nothing is computed from the last
-     * frame of a walk that ended; the last frame of a cut walk is not known, so it matters. Only for
-     * a walk that matches in full (same stack, memo_find): a partial join keeps the per-frame rule. */
-    unsigned m = 1;
-    for (unsigned t = b->n; t-- > 0;) {
-        const wframe_t *f = &b->f[t];
-        if (t + 1 == b->n) m = !b->complete;
-        else if (f->bpaddr) m = (unsigned)(f->bprel & 1);
-        else if (!(f->bprel & 2)) m = 1;
-    }
-    b->matters0 = m;
-    unsigned c = 0, k = 0;
-    for (unsigned t = 0; t < b->n; t++) {
+    for (unsigned t = from; t < to; t++) {
         b->first[t] = (uint16_t)c;
-        if (b->f[t].ip) b->ips[k++] = b->f[t].ip;
+        if (b->f[t].ip) b->ips[(*k)++] = b->f[t].ip;
         if (t + 1 == b->n) break;
         b->frame[c] = (uint16_t)(t + 1);
         b->chk[c].at = b->f[t + 1].sp - 8;
@@ -723,6 +713,69 @@ static void build_checks(wbuf_t *b)
             b->chk[c++].val = b->f[t + 1].bp;
         }
     }
+    return c;
+}
+
+/* dst[i] = src[i] + d (mod 2^16) for i < n, eight at a time. */
+static inline void add16(uint16_t *dst, const uint16_t *src, unsigned n, uint16_t d)
+{
+    unsigned i = 0;
+    __m128i dd = _mm_set1_epi16((short)d);
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)&dst[i],
+                         _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)&src[i]), dd));
+    for (; i < n; i++) dst[i] = (uint16_t)(src[i] + d);
+}
+
+/* Where a walk took its outer frames from the walk before (a join that held to the end of what it
+ * copied): frames [at, at + cnt) of the new walk are frames [from, from + cnt) of old. Their checks,
+ * first[] and ips[] are old's, shifted, instead of being derived again frame by frame. */
+typedef struct {
+    const wbuf_t *old;
+    unsigned at, from, cnt;
+} joined_t;
+
+static void build_checks(wbuf_t *b, const joined_t *jn)
+{
+    /* Does frame 0's rbp matter to the walk as a whole? Only if some frame computes its CFA from
+     * rbp, reached through frames that pass rbp on unsaved. A frame that saves rbp hands its caller
+     * the saved value (a checked slot where that matters), and nothing is computed from the last
+     * frame of a walk that ended; the last frame of a cut walk is not known, so it matters. Only for
+     * a walk that matches in full (same stack, memo_find): a partial join keeps the per-frame rule.
+     * The first frame (from 0 out) that decides it: one that saves rbp, or one that neither saves
+     * it nor passes it on; rbp passed on unsaved defers to the caller. */
+    unsigned m = 1, t = 0;
+    for (; t + 1 < b->n; t++) {
+        const wframe_t *f = &b->f[t];
+        if (f->bpaddr) {
+            m = (unsigned)(f->bprel & 1);
+            break;
+        }
+        if (!(f->bprel & 2)) break; /* m = 1 */
+    }
+    if (b->n && t + 1 == b->n) m = !b->complete;
+    b->matters0 = m;
+    unsigned c = 0, k = 0;
+    if (jn && jn->cnt >= 3 && jn->at + jn->cnt <= b->n) {
+        /* Steps inside the joined frames are old's steps from..from + cnt - 2, but the last of them:
+         * its check depends on the last joined frame's bprel, which the walk rewrote if it stepped
+         * on from there. So old's steps j0..j1 - 1 are copied, and from frame j1 on they are derived. */
+        const wbuf_t *o = jn->old;
+        unsigned j0 = jn->from, j1 = jn->from + jn->cnt - 2;
+        c = add_checks(b, 0, jn->at, 0, &k);
+        unsigned c0 = o->first[j0], c1 = o->first[j1], shift = c - c0;
+        int dframe = (int)jn->at - (int)j0;
+        __builtin_memcpy(&b->chk[c], &o->chk[c0], (c1 - c0) * sizeof b->chk[0]);
+        add16(&b->frame[c], &o->frame[c0], c1 - c0, (uint16_t)dframe);
+        add16(&b->first[jn->at], &o->first[j0], j1 - j0, (uint16_t)shift);
+        /* ips: every joined frame but the last has a nonzero ip (only an ended walk's last frame
+         * has none); old's ips index equals the frame index there */
+        __builtin_memcpy(&b->ips[k], &o->ips[j0], (j1 - j0) * sizeof b->ips[0]);
+        k += j1 - j0;
+        c = add_checks(b, jn->at + (j1 - j0), b->n, c + (c1 - c0), &k);
+    } else {
+        c = add_checks(b, 0, b->n, 0, &k);
+    }
     b->nchk = c;
     b->nips = k;
     /* A check that never holds ends the list, so validate's loop needs no bound: its slot is its
@@ -731,6 +784,45 @@ static void build_checks(wbuf_t *b)
     b->chk[c].at = (uintptr_t)&b->chk[c].at;
     b->chk[c].val = b->chk[c].at + 1;
 }
+
+#ifdef OT_UNWIND_VERIFY
+/* The checking build derives every walk's checks the plain way too (frame by frame, matters0 from
+ * the outermost frame in) and stops the program where the two differ. */
+static void build_checks_plain(wbuf_t *b)
+{
+    unsigned m = 1;
+    for (unsigned t = b->n; t-- > 0;) {
+        const wframe_t *f = &b->f[t];
+        if (t + 1 == b->n) m = !b->complete;
+        else if (f->bpaddr) m = (unsigned)(f->bprel & 1);
+        else if (!(f->bprel & 2)) m = 1;
+    }
+    b->matters0 = m;
+    unsigned k = 0, c = add_checks(b, 0, b->n, 0, &k);
+    b->nchk = c;
+    b->nips = k;
+}
+
+static OT_TLS wbuf_t verify_buf;
+static void verify_checks(const wbuf_t *b)
+{
+    wbuf_t *r = &verify_buf;
+    r->n = b->n;
+    r->complete = b->complete;
+    __builtin_memcpy(r->f, b->f, b->n * sizeof b->f[0]);
+    build_checks_plain(r);
+    bool same = r->matters0 == b->matters0 && r->nchk == b->nchk && r->nips == b->nips &&
+                !__builtin_memcmp(r->chk, b->chk, b->nchk * sizeof b->chk[0]) &&
+                !__builtin_memcmp(r->frame, b->frame, b->nchk * sizeof b->frame[0]) &&
+                !__builtin_memcmp(r->first, b->first, b->n * sizeof b->first[0]) &&
+                !__builtin_memcmp(r->ips, b->ips, b->nips * sizeof b->ips[0]);
+    if (!same) {
+        static const char msg[] = "oomtrace-verify: a walk's checks differ from the plain derivation\n";
+        ot_write_all(2, msg, sizeof msg - 1);
+        abort();
+    }
+}
+#endif
 
 /* Frames old->f[j..] checked against the stack (frame j itself is already known to hold);
  * returns how many hold, from j on. */
@@ -769,7 +861,7 @@ static inline void to_front(walk_t *w, unsigned r)
 
 /* The new walk, in the least recently used buffer, becomes the last walk. */
 static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t cut,
-                           uint32_t code_gen, unsigned stepped)
+                           uint32_t code_gen, unsigned stepped, const joined_t *jn)
 {
     unsigned b = w->order[w->nbufs - 1];
     w->stepped = stepped;
@@ -781,7 +873,10 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     nw->note_key = 0;
     if (++w->gens == 0) w->gens = 1;
     nw->gen = w->gens;
-    build_checks(nw);
+    build_checks(nw, jn);
+#ifdef OT_UNWIND_VERIFY
+    verify_checks(nw);
+#endif
     to_front(w, w->nbufs - 1);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
@@ -892,6 +987,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     walk_t *w = t_walk;
     const wbuf_t *old = NULL;
     wbuf_t *nw = NULL;
+    joined_t jn = {0};
     if (max == 0) return 0;
     if (w && !w->busy) {
         w->busy = 1;
@@ -919,17 +1015,25 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
             if (j < old->n && old->f[j].sp == sp) {
                 const wframe_t *o = &old->f[j];
                 if (o->ip == ip && (o->bp == bp || !o->bprel)) {
-                    unsigned ok = validate(old, j);
-                    for (unsigned t = j; t < j + ok; t++) {
-                        if (raw < WALK_MAX) nw->f[raw] = old->f[t];
-                        raw++; /* counted past WALK_MAX too: such a walk is not complete */
-                        if (old->f[t].ip == 0) break;
-                        if (skip) skip--;
-                        else {
-                            ips[n++] = old->f[t].ip;
-                            if (n == max) goto done;
-                        }
+                    unsigned ok = validate(old, j), cnt = ok;
+                    /* Their return addresses, from old's row of them: every frame's but that of an
+                     * ended walk's last frame, which is 0 (old->ips[t] is frame t's before it). The
+                     * first `skip` are left out; at max the walk stops at the frame that filled it. */
+                    unsigned nz = j + ok == old->n ? old->nips - j : ok, sk = skip < nz ? skip : nz, take = nz - sk;
+                    bool full = take >= max - n;
+                    if (full) {
+                        take = max - n;
+                        cnt = sk + take;
                     }
+                    skip -= sk;
+                    __builtin_memcpy(&ips[n], &old->ips[j + sk], take * sizeof *ips);
+                    n += take;
+                    /* The frames in one copy, and (the first such run) their checks later on. */
+                    unsigned room = raw < WALK_MAX ? WALK_MAX - raw : 0, copy = cnt < room ? cnt : room;
+                    __builtin_memcpy(&nw->f[raw], &old->f[j], copy * sizeof(wframe_t));
+                    if (!jn.cnt && copy == cnt) jn = (joined_t){old, raw, j, cnt};
+                    raw += cnt; /* counted past WALK_MAX too: such a walk is not complete */
+                    if (full) goto done;
                     if (j + ok == old->n && old->complete) {
                         nw->complete = raw <= WALK_MAX;
                         goto finish;
@@ -965,7 +1069,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         if (OT_UNLIKELY(kind != R_STEP)) {
             if (kind == R_LAST) goto ended;
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0, 0, code_gen, steps);
+            if (nw) release(w, nw, 0, 0, 0, code_gen, steps, NULL);
             return -1;
         }
         uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
@@ -973,7 +1077,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
          * corrupt or unmodelled stack; libunwind decides. */
         if (OT_UNLIKELY(cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30))) {
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
-            if (nw) release(w, nw, 0, 0, 0, code_gen, steps);
+            if (nw) release(w, nw, 0, 0, 0, code_gen, steps, NULL);
             return -1;
         }
         uintptr_t nip = *(const uintptr_t *)(cfa - 8);
@@ -1001,7 +1105,7 @@ done:
     }
 finish:
     if (nw) {
-        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, cut, code_gen, steps);
+        release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, cut, code_gen, steps, jn.cnt ? &jn : NULL);
         if (note) note->walk = nw->gen;
     }
     return (int)n;
