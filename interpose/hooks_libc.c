@@ -187,12 +187,12 @@ static inline __attribute__((always_inline)) void *realloc_common(const char *ap
 {
     size_t n = nmemb * size;
     uint64_t old_val = 0;
-    bool had = p && ot_live_take((uintptr_t)p, &old_val);
+    bool had = p && (ot_live_take_host_fast((uintptr_t)p, &old_val) || ot_live_take((uintptr_t)p, &old_val));
     void *q = is_array ? real.reallocarray(p, nmemb, size) : real.realloc(p, size);
     int e = errno;
     if (q) {
-        if (had) ot_live_release((uintptr_t)p, old_val);
-        ot_live_record_host((uintptr_t)q, n);
+        if (had) ot_live_release_host_fast((uintptr_t)p, old_val);
+        if (!ot_live_record_host_fast((uintptr_t)q, n)) ot_live_record_host((uintptr_t)q, n);
         errno = e;
     } else if (p && n == 0 && !is_array) {
         /* glibc: realloc(p, 0) frees p and returns NULL. */

@@ -196,4 +196,20 @@ static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint6
     return true;
 }
 
+/* realloc's halves, for a block in this thread's nursery: take its record out (false, having
+ * changed nothing, otherwise: the caller then calls ot_live_take), and account a taken record as
+ * freed (ot_live_release for everything but a plain host record). */
+static inline __attribute__((always_inline)) bool ot_live_take_host_fast(uint64_t key, uint64_t *val)
+{
+    thread_counters_t *c = ot_my_counters;
+    return OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL) && nursery_get(c->nursery, key, val, true);
+}
+
+static inline __attribute__((always_inline)) void ot_live_release_host_fast(uint64_t key, uint64_t val)
+{
+    thread_counters_t *c = ot_my_counters;
+    if (OT_LIKELY(c != NULL) && OT_LIKELY(val < OT_SIZE_BIG)) count_free(c, OT_KIND_HOST, val);
+    else ot_live_release(key, val);
+}
+
 #endif
