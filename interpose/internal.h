@@ -244,6 +244,9 @@ size_t ot_sites_pend_bytes(void);
 void ot_sites_attach(void *mem);
 bool ot_sites_get(uint32_t id, ot_site_info_t *out);
 uint32_t ot_sites_count(void);
+/* Does this thread own the sites' unlocked counters (the first thread to count at a site without
+ * per-thread pending counts does, for good)? Asking decides it. For tests. */
+bool ot_sites_owned_here(void);
 /* Fills ids[] with up to max site ids of the given kind class (host / device) by live bytes desc. */
 unsigned ot_sites_top(uint32_t *ids, unsigned max, bool device);
 void ot_sites_reset_for_test(void);

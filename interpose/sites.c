@@ -22,6 +22,9 @@ typedef struct {
     _Atomic uint64_t peak_bytes, total_bytes, total_count;
     _Atomic uint8_t estimated;
     _Atomic uint32_t pending; /* threads' pending entries naming this site (see below) */
+    /* What the owner thread counts here (see own_add): only it writes these. */
+    _Atomic int64_t own_live_bytes, own_live_count;
+    _Atomic uint64_t own_total_bytes, own_total_count;
 } site_t;
 
 static _Atomic(site_t *) chunks[MAX_CHUNKS];
@@ -188,13 +191,83 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
     return 0;
 }
 
-/* Adds counts to a site's shared counters and raises its peak to the live bytes that makes. */
+/* Adds counts to a site's shared counters and raises its peak to the live bytes that makes (with
+ * the owner thread's, below). */
 static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
 {
     int64_t now = atomic_fetch_add_explicit(&s->live_bytes, lb, memory_order_relaxed) + lb;
+    if (lb > 0) now += atomic_load_explicit(&s->own_live_bytes, memory_order_relaxed); /* the owner's */
     if (lc) atomic_fetch_add_explicit(&s->live_count, lc, memory_order_relaxed);
     if (tb) atomic_fetch_add_explicit(&s->total_bytes, tb, memory_order_relaxed);
     if (tc) atomic_fetch_add_explicit(&s->total_count, tc, memory_order_relaxed);
+    if (lb <= 0) return;
+    uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
+    while (now > 0 && (uint64_t)now > peak &&
+           !atomic_compare_exchange_weak_explicit(&s->peak_bytes, &peak, (uint64_t)now, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+/* ---- the owner thread's counts
+ * A process with one thread (most of them, and every process until its second thread counts at
+ * sites) counts at the sites directly, and the shared counters' locked adds were a tenth of
+ * oomtrace's time on gcc's cc1 with stacks=all. So the first thread that counts directly becomes
+ * the owner of a second set of counters per site, which no other thread writes: it adds to them
+ * with one unlocked instruction each, which a signal handler on the same thread can only run
+ * before or after, never in the middle of. Every other thread uses the shared counters; readers
+ * add both. Which thread owns them never changes (a thread that ends leaves its counts; a fork
+ * child of another thread does not own them). */
+static _Atomic int owner_taken;
+static OT_TLS int t_owner; /* 0: not asked yet, 1: this thread owns them, 2: another thread does */
+
+static OT_NOINLINE bool claim_owner(void)
+{
+    int expected = 0;
+    bool mine = atomic_compare_exchange_strong(&owner_taken, &expected, 1);
+    /* A handler that claimed in between has decided already. */
+    if (!t_owner) t_owner = mine ? 1 : 2;
+    return t_owner == 1;
+}
+
+static inline bool owner(void)
+{
+    int o = t_owner;
+    return OT_LIKELY(o != 0) ? o == 1 : claim_owner();
+}
+
+bool ot_sites_owned_here(void)
+{
+    return owner();
+}
+
+#if defined(__x86_64__)
+static inline int64_t own_xadd(_Atomic int64_t *v, int64_t d)
+{
+    __asm__ volatile("xaddq %0, %1" : "+r"(d), "+m"(*(int64_t *)(void *)v) : : "memory");
+    return d;
+}
+static inline void own_add(void *v, uint64_t d)
+{
+    __asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)v) : "r"(d) : "memory");
+}
+#else
+static inline int64_t own_xadd(_Atomic int64_t *v, int64_t d)
+{
+    return atomic_fetch_add_explicit(v, d, memory_order_relaxed);
+}
+static inline void own_add(void *v, uint64_t d)
+{
+    atomic_fetch_add_explicit((_Atomic uint64_t *)v, d, memory_order_relaxed);
+}
+#endif
+
+/* shared_add for the owner thread. The peak is raised from the owner's and the shared live bytes. */
+static inline __attribute__((always_inline)) void owner_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
+{
+    int64_t now = own_xadd(&s->own_live_bytes, lb) + lb + atomic_load_explicit(&s->live_bytes, memory_order_relaxed);
+    if (lc) own_add(&s->own_live_count, (uint64_t)lc);
+    if (tb) own_add(&s->own_total_bytes, tb);
+    if (tc) own_add(&s->own_total_count, tc);
     if (lb <= 0) return;
     uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
     while (now > 0 && (uint64_t)now > peak &&
@@ -369,7 +442,8 @@ static inline __attribute__((always_inline)) void count(uint32_t id, int64_t lb,
         site_t *s = site_of(id);
         if (OT_UNLIKELY(s == NULL)) return;
         mark_estimated(s, estimated);
-        shared_add(s, lb, lc, tb, tc);
+        if (owner()) owner_add(s, lb, lc, tb, tc);
+        else shared_add(s, lb, lc, tb, tc);
         return;
     }
     p->busy = 1;
@@ -427,10 +501,14 @@ bool ot_sites_get(uint32_t id, ot_site_info_t *out)
     if (id == 0 || id >= atomic_load_explicit(&next_id, memory_order_acquire)) return false;
     site_t *s = site_slot(id, false);
     if (!s || !atomic_load_explicit(&s->hash, memory_order_acquire)) return false;
-    int64_t lb = atomic_load_explicit(&s->live_bytes, memory_order_relaxed);
-    int64_t lc = atomic_load_explicit(&s->live_count, memory_order_relaxed);
-    uint64_t tb = atomic_load_explicit(&s->total_bytes, memory_order_relaxed);
-    uint64_t tc = atomic_load_explicit(&s->total_count, memory_order_relaxed);
+    int64_t lb = atomic_load_explicit(&s->live_bytes, memory_order_relaxed) +
+                 atomic_load_explicit(&s->own_live_bytes, memory_order_relaxed);
+    int64_t lc = atomic_load_explicit(&s->live_count, memory_order_relaxed) +
+                 atomic_load_explicit(&s->own_live_count, memory_order_relaxed);
+    uint64_t tb = atomic_load_explicit(&s->total_bytes, memory_order_relaxed) +
+                  atomic_load_explicit(&s->own_total_bytes, memory_order_relaxed);
+    uint64_t tc = atomic_load_explicit(&s->total_count, memory_order_relaxed) +
+                  atomic_load_explicit(&s->own_total_count, memory_order_relaxed);
     if (atomic_load_explicit(&s->pending, memory_order_acquire)) {
         /* Counts that threads have not moved to the site yet. */
         for (pend_t *p = atomic_load_explicit(&all_pends, memory_order_acquire); p; p = p->next) {

@@ -355,5 +355,70 @@ TEST(pending_counts_with_signals)
     EXPECT_EQ_U(model_mismatches(), 0);
 }
 
+/* Counting at the sites directly (no pending counts attached): the owner thread adds to its own
+ * counters with unlocked instructions, while three other threads add to the shared ones at the
+ * same sites and signal handlers on the owner add to its counters in the middle of its own adds.
+ * Every figure stays exact. */
+static _Atomic int others_stop;
+static void *other_counter(void *arg)
+{
+    long seed = (long)(intptr_t)arg;
+    EXPECT(!ot_sites_owned_here());
+    for (long i = 1; !atomic_load(&others_stop); i++) {
+        int k = (int)((i * 13 + seed) % PSITES);
+        model_alloc(k, psize(i + seed));
+        model_free(k, psize(i + seed));
+        if (i % 7 == 0) model_alloc(k, 40); /* some stay live */
+        if (i % 64 == 0) sched_yield(); /* leave the signal sender some time on a small machine */
+    }
+    return NULL;
+}
+
+TEST(owner_counts_with_others_and_signals)
+{
+    model_reset();
+    ot_sites_attach(NULL); /* this thread counts at the sites directly */
+    ASSERT(ot_sites_owned_here()); /* the test's main thread counted directly first */
+    atomic_store(&handler_runs, 0);
+    atomic_store(&others_stop, 0);
+    pthread_t others[3];
+    for (long t = 0; t < 3; t++) pthread_create(&others[t], NULL, other_counter, (void *)(intptr_t)(t * 1000 + 1));
+    struct sigaction sa, old, ign;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = count_in_handler;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, &old);
+    counting_thread = pthread_self();
+    atomic_store(&stop_sending, 0);
+    atomic_store(&sender_started, 0);
+    pthread_t sender;
+    pthread_create(&sender, NULL, signal_sender, NULL);
+    while (!atomic_load(&sender_started)) sched_yield();
+    long steps = under_valgrind() ? 2000000 : LONG_MAX;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 1; i <= steps && atomic_load(&handler_runs) < 10000; i++) {
+        if ((i & 0xffff) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 60) break;
+        }
+        int k = (int)(i % PSITES);
+        atomic_store_explicit(&loop_k, k, memory_order_relaxed);
+        model_alloc(k, psize(i));
+        model_free(k, psize(i));
+    }
+    atomic_store(&stop_sending, 1);
+    pthread_join(sender, NULL);
+    atomic_store(&others_stop, 1);
+    for (int i = 0; i < 3; i++) pthread_join(others[i], NULL);
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGUSR1, &ign, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    printf("  %ld handler runs on the owner thread\n", atomic_load(&handler_runs));
+    if (!under_valgrind()) EXPECT(atomic_load(&handler_runs) >= 10000);
+    EXPECT_EQ_U(model_mismatches(), 0);
+}
+
 TEST_MAIN(dedup_and_kinds, statistics_and_top, many_sites_top_is_sorted, concurrent_interning_agrees,
-          pending_counts_exact, pending_counts_with_signals)
+          pending_counts_exact, pending_counts_with_signals, owner_counts_with_others_and_signals)
