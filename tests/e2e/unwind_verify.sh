@@ -25,7 +25,7 @@ PY=$(python3 -c 'import sys; print(sys.executable)')
 verify() {
     local name=$1 min=$2; shift 2
     local d; d=$(newdir "$name")
-    ( cd "$d" && LD_PRELOAD=$V OOMTRACE_OPTIONS=stacks=all:report=none:log=none \
+    ( cd "$d" && LD_PRELOAD=$V OOMTRACE_OPTIONS=stacks=all:report=none:log=none${VERIFY_OPTS:+:$VERIFY_OPTS} \
         timeout "${OT_TIMEOUT:-120}" "$@" >"$d/out.txt" 2>"$d/err.txt" )
     local rc=$?
     local sums compared differ falls stale noted
@@ -76,4 +76,8 @@ else
 fi
 verify cxx_new_handler 5 "$OT_BUILD/targets/new_handler" recover
 MIN_NOTED=1000 verify threads 1000 "$OT_BUILD/targets/thr_totals"
+# Random depths up to 150 frames: joins at every depth, walks longer than the walker keeps and cut
+# at the depth limit, at the default limit and at a small one.
+MIN_NOTED=1000 verify deep_random 100000 "$OT_BUILD/targets/deep_random" 20000
+VERIFY_OPTS=stack_depth=5 MIN_NOTED=1000 verify deep_random_depth5 100000 "$OT_BUILD/targets/deep_random" 20000
 verify dlclose_loop 1000 "$OT_BUILD/targets/dlc_loop" "$OT_BUILD/targets/libdlca.so" "$OT_BUILD/targets/libdlcb.so" 200
