@@ -91,8 +91,8 @@ def fmt_s(x):
     return f"{x:.3f}"
 
 
-def fmt_ratio(x):
-    return "n/a" if x != x else f"{x:.2f}×"
+def fmt_ratio(x, digits=2):
+    return "n/a" if x != x else f"{x:.{digits}f}×"
 
 
 def fmt_range(xs, f=fmt_s):
@@ -117,6 +117,13 @@ def main():
     commands = {(r[0], r[1]): r[2] for r in read_tsv(a.commands) if len(r) >= 3}
     skips = {r[0]: r[1] for r in read_tsv(a.skips) if len(r) >= 2}
     icount = read_tsv(a.icount)
+
+    def whole_count(w, v):
+        """Instructions of a whole run (icount rows with N 0), nan if not counted."""
+        for row in icount:
+            if len(row) >= 4 and row[0] == w and row[1] == v and row[2] == "0":
+                return fnum(row[3])
+        return float("nan")
 
     by = {}
     for r in runs:
@@ -213,7 +220,9 @@ def main():
                     wall_cpu("small_churn", "default") + floors, status(None if r != r else r <= 1.3)))
     for w in ("cc1", "python3"):
         r = ratio(w, "default")
-        targets.append((f"default ≤ 1.05× on an everyday program ({w})", wall_cpu(w, "default"),
+        ic = whole_count(w, "default") / whole_count(w, "none")
+        icn = f"; instructions (whole run, smaller input) {fmt_ratio(ic, 3)}" if ic == ic else ""
+        targets.append((f"default ≤ 1.05× on an everyday program ({w})", wall_cpu(w, "default") + icn,
                         status(None if r != r else r <= 1.05)))
     r = ratio("producer_consumer", "default")
     rs = ratio("small_churn", "default")
@@ -445,8 +454,9 @@ def main():
         w_("| workload | variant | N | instructions at N | at 2N | per operation | × none | command (2N) |")
         w_("|---|---|---|---|---|---|---|---|")
         per = {}
+        whole = [row for row in icount if len(row) >= 6 and row[2] == "0"]
         for row in icount:
-            if len(row) < 6:
+            if len(row) < 6 or row[2] == "0":
                 continue
             wl, v, n, c1, c2, cmd = row[:6]
             try:
@@ -459,6 +469,18 @@ def main():
             w_(f"| {wl} | {VARIANT_LABEL.get(v, v)} | {int(n):,} | {c1} | {c2} | "
                f"{'n/a' if p != p else f'{p:,.0f}'} | {rat} | `{cmd}` |")
         w_("")
+        if whole:
+            w_("The two real programs are counted whole (start-up included), on smaller inputs than their "
+               "timed runs: cc1 on a translation unit an eighth the size, python3 with 5 rounds.")
+            w_("")
+            w_("| workload | variant | instructions | × none | command |")
+            w_("|---|---|---|---|---|")
+            for wl, v, _, c1, _, cmd in (row[:6] for row in whole):
+                base = whole_count(wl, "none")
+                x = fnum(c1)
+                rat = "—" if v == "none" else fmt_ratio(x / base if base == base and base > 0 else float("nan"), 3)
+                w_(f"| {wl} | {VARIANT_LABEL.get(v, v)} | {c1} | {rat} | `{cmd}` |")
+            w_("")
     elif meta.get("icount_note"):
         w_("## Instruction counts")
         w_("")
