@@ -467,13 +467,15 @@ void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t 
     record_body(origin, key, size, OT_KIND_HOST, -1);
 }
 
-static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
+/* A record taken out (it was live until now) counted as freed, on the counters of c (this thread's,
+ * or NULL once it has released them). */
+static inline __attribute__((always_inline)) void account_free_on(thread_counters_t *c, uint64_t key, uint64_t val,
+                                                                   uint64_t *size_out, unsigned *kind_out)
 {
     uint64_t size = ot_unpack_size(val);
     unsigned kind = ot_unpack_kind(val);
     uint32_t site = ot_unpack_site(val);
     if (OT_UNLIKELY(size == OT_SIZE_BIG)) size = big_take(key, true);
-    thread_counters_t *c = counters();
     if (OT_LIKELY(c != NULL)) {
         count_free(c, kind, size);
     } else {
@@ -485,17 +487,14 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
     if (kind_out) *kind_out = kind;
 }
 
+static inline __attribute__((always_inline)) void account_free(uint64_t key, uint64_t val, uint64_t *size_out, unsigned *kind_out)
+{
+    account_free_on(counters(), key, val, size_out, kind_out);
+}
+
 OT_NOINLINE void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val)
 {
-    uint64_t size = ot_unpack_size(val);
-    if (ot_unpack_kind(val) == OT_KIND_HOST && size != OT_SIZE_BIG && full_stack_for(size, OT_KIND_HOST)) {
-        /* A host block with a call site and its exact size (stacks=all, or big enough for a stack):
-         * account_free's work without its general cases. */
-        count_free(c, OT_KIND_HOST, size);
-        ot_sites_on_free(ot_unpack_site(val), size);
-        return;
-    }
-    account_free(key, val, NULL, NULL); /* sampled (weighted), another kind, or huge */
+    account_free_on(c, key, val, NULL, NULL);
 }
 
 static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)

@@ -309,30 +309,30 @@ static void *signal_sender(void *arg)
     return NULL;
 }
 
-TEST(pending_counts_with_signals)
+/* This thread counts at the loop's sites (allocation and free of one block each step) while
+ * signal_sender interrupts it with count_in_handler, until runs_wanted handlers have run. 20000
+ * signals take a fraction of a second on an idle machine. On a busy one the sender may hardly run
+ * (533 signals in 100 million steps, with two CPUs taken by other work), so the loop runs until
+ * they have arrived, for up to a minute. Under valgrind, which runs one thread at a time, it ends
+ * at 2 million steps with however many arrived. Returns the handler runs. */
+static long loop_under_signals(long runs_wanted)
 {
-    model_reset();
-    static _Alignas(64) char mine[4096];
-    memset(mine, 0, sizeof mine);
-    ot_sites_attach(mine);
     struct sigaction sa, old, ign;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = count_in_handler;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, &old);
     counting_thread = pthread_self();
+    atomic_store(&handler_runs, 0);
     atomic_store(&stop_sending, 0);
+    atomic_store(&sender_started, 0);
     pthread_t sender;
     pthread_create(&sender, NULL, signal_sender, NULL);
     while (!atomic_load(&sender_started)) sched_yield();
-    /* 20000 signals take a fraction of a second on an idle machine. On a busy one the sender may
-     * hardly run (533 signals in 100 million steps, with two CPUs taken by other work), so the loop
-     * runs until they have arrived, for up to a minute. Under valgrind, which runs one thread at a
-     * time, it ends at 2 million steps with however many arrived. */
     long steps = under_valgrind() ? 2000000 : LONG_MAX;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 1; i <= steps && atomic_load(&handler_runs) < 20000; i++) {
+    for (long i = 1; i <= steps && atomic_load(&handler_runs) < runs_wanted; i++) {
         if ((i & 0xffff) == 0) {
             clock_gettime(CLOCK_MONOTONIC, &t);
             if (t.tv_sec - t0.tv_sec > 60) break;
@@ -348,8 +348,18 @@ TEST(pending_counts_with_signals)
     ign.sa_handler = SIG_IGN;
     sigaction(SIGUSR1, &ign, NULL); /* one may still be pending */
     sigaction(SIGUSR1, &old, NULL);
-    printf("  %ld handler runs\n", atomic_load(&handler_runs));
-    if (!under_valgrind()) EXPECT(atomic_load(&handler_runs) >= 20000);
+    return atomic_load(&handler_runs);
+}
+
+TEST(pending_counts_with_signals)
+{
+    model_reset();
+    static _Alignas(64) char mine[4096];
+    memset(mine, 0, sizeof mine);
+    ot_sites_attach(mine);
+    long runs = loop_under_signals(20000);
+    printf("  %ld handler runs\n", runs);
+    if (!under_valgrind()) EXPECT(runs >= 20000);
     EXPECT_EQ_U(model_mismatches(), 0);
     ot_sites_attach(NULL);
     EXPECT_EQ_U(model_mismatches(), 0);
@@ -379,44 +389,14 @@ TEST(owner_counts_with_others_and_signals)
     model_reset();
     ot_sites_attach(NULL); /* this thread counts at the sites directly */
     ASSERT(ot_sites_owned_here()); /* the test's main thread counted directly first */
-    atomic_store(&handler_runs, 0);
     atomic_store(&others_stop, 0);
     pthread_t others[3];
     for (long t = 0; t < 3; t++) pthread_create(&others[t], NULL, other_counter, (void *)(intptr_t)(t * 1000 + 1));
-    struct sigaction sa, old, ign;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = count_in_handler;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, &old);
-    counting_thread = pthread_self();
-    atomic_store(&stop_sending, 0);
-    atomic_store(&sender_started, 0);
-    pthread_t sender;
-    pthread_create(&sender, NULL, signal_sender, NULL);
-    while (!atomic_load(&sender_started)) sched_yield();
-    long steps = under_valgrind() ? 2000000 : LONG_MAX;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 1; i <= steps && atomic_load(&handler_runs) < 10000; i++) {
-        if ((i & 0xffff) == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            if (t.tv_sec - t0.tv_sec > 60) break;
-        }
-        int k = (int)(i % PSITES);
-        atomic_store_explicit(&loop_k, k, memory_order_relaxed);
-        model_alloc(k, psize(i));
-        model_free(k, psize(i));
-    }
-    atomic_store(&stop_sending, 1);
-    pthread_join(sender, NULL);
+    long runs = loop_under_signals(10000);
     atomic_store(&others_stop, 1);
     for (int i = 0; i < 3; i++) pthread_join(others[i], NULL);
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigaction(SIGUSR1, &ign, NULL);
-    sigaction(SIGUSR1, &old, NULL);
-    printf("  %ld handler runs on the owner thread\n", atomic_load(&handler_runs));
-    if (!under_valgrind()) EXPECT(atomic_load(&handler_runs) >= 10000);
+    printf("  %ld handler runs on the owner thread\n", runs);
+    if (!under_valgrind()) EXPECT(runs >= 10000);
     EXPECT_EQ_U(model_mismatches(), 0);
 }
 
