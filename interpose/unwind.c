@@ -6,7 +6,7 @@
  * CFA is (sp + k or bp + k), that the return address is at CFA - 8, and where the caller's rbp was
  * saved (CFA + k, or not at all). Rules come from a global cache of 2^14 entries {ip ^ rule, rule},
  * 4-way set associative (a set is one cache line): a torn read (two writers racing for one entry)
- * fails the xor check, so readers need no lock and no 16-byte atomics. A miss decodes the FDE
+ * fails the xor check but by a coincidence of bits, so readers need no lock and no 16-byte atomics. A miss decodes the FDE
  * through the module's .eh_frame_hdr search table (~1 us) and caches the result, including
  * "unsupported".
  *
@@ -574,7 +574,8 @@ static inline bool rc_hit(const rc_entry_t *e, uintptr_t ip, uint64_t *rule)
 static inline void rc_put(rc_entry_t *e, uint64_t check, uint64_t rule)
 {
     /* Rule first: a reader between the two stores pairs the new rule with the old check, which
-     * fails the xor test unless it is this very entry. */
+     * fails the xor test unless the old and new rules happen to differ exactly as the old and the
+     * looked-up addresses do (as with two writers racing, the rare case this cache accepts). */
     __atomic_store_n(&e->rule, rule, __ATOMIC_RELAXED);
     __atomic_store_n(&e->check, check, __ATOMIC_RELAXED);
 }
