@@ -12,19 +12,42 @@
 #define INDEX_LEVELS 4
 #define INDEX_BITS0 16
 
+/* A site's running figures. A site has two sets (the shared one, and the owner thread's below),
+ * and each of a thread's pending entries one more. */
+typedef struct {
+    _Atomic int64_t live_bytes, live_count;
+    _Atomic uint64_t total_bytes, total_count;
+} counts_t;
+typedef struct {
+    int64_t live_bytes, live_count;
+    uint64_t total_bytes, total_count;
+} sum_t;
+
+static inline void put_i(_Atomic int64_t *v, int64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
+static inline int64_t get_i(_Atomic int64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static inline void put_u(_Atomic uint64_t *v, uint64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
+static inline uint64_t get_u(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+
+/* Adds a set of figures to a reader's sum. */
+static inline void counts_read(counts_t *c, sum_t *sum)
+{
+    sum->live_bytes += get_i(&c->live_bytes);
+    sum->live_count += get_i(&c->live_count);
+    sum->total_bytes += get_u(&c->total_bytes);
+    sum->total_count += get_u(&c->total_count);
+}
+
 typedef struct {
     _Atomic uint64_t hash; /* 0: not (yet) a valid site */
     uint32_t kind;
     int32_t device;
     uint32_t depth;
     uintptr_t *ips;
-    _Atomic int64_t live_bytes, live_count;
-    _Atomic uint64_t peak_bytes, total_bytes, total_count;
+    counts_t shared;
+    _Atomic uint64_t peak_bytes;
     _Atomic uint8_t estimated;
     _Atomic uint32_t pending; /* threads' pending entries naming this site (see below) */
-    /* What the owner thread counts here (see own_add): only it writes these. */
-    _Atomic int64_t own_live_bytes, own_live_count;
-    _Atomic uint64_t own_total_bytes, own_total_count;
+    counts_t own;             /* what the owner thread counts here (see owner_add): only it writes these */
 } site_t;
 
 static _Atomic(site_t *) chunks[MAX_CHUNKS];
@@ -191,21 +214,24 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
     return 0;
 }
 
-/* Adds counts to a site's shared counters and raises its peak to the live bytes that makes (with
- * the owner thread's, below). */
-static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
+/* Raises a site's peak to now: its shared and owner's live bytes together, right after an add. */
+static inline __attribute__((always_inline)) void raise_site_peak(site_t *s, int64_t now)
 {
-    int64_t now = atomic_fetch_add_explicit(&s->live_bytes, lb, memory_order_relaxed) + lb;
-    if (lb > 0) now += atomic_load_explicit(&s->own_live_bytes, memory_order_relaxed); /* the owner's */
-    if (lc) atomic_fetch_add_explicit(&s->live_count, lc, memory_order_relaxed);
-    if (tb) atomic_fetch_add_explicit(&s->total_bytes, tb, memory_order_relaxed);
-    if (tc) atomic_fetch_add_explicit(&s->total_count, tc, memory_order_relaxed);
-    if (lb <= 0) return;
     uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
     while (now > 0 && (uint64_t)now > peak &&
            !atomic_compare_exchange_weak_explicit(&s->peak_bytes, &peak, (uint64_t)now, memory_order_relaxed,
                                                   memory_order_relaxed)) {
     }
+}
+
+/* Adds counts to a site's shared counters and raises its peak to the live bytes that makes. */
+static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
+{
+    int64_t now = atomic_fetch_add_explicit(&s->shared.live_bytes, lb, memory_order_relaxed) + lb;
+    if (lc) atomic_fetch_add_explicit(&s->shared.live_count, lc, memory_order_relaxed);
+    if (tb) atomic_fetch_add_explicit(&s->shared.total_bytes, tb, memory_order_relaxed);
+    if (tc) atomic_fetch_add_explicit(&s->shared.total_count, tc, memory_order_relaxed);
+    if (lb > 0) raise_site_peak(s, now + get_i(&s->own.live_bytes));
 }
 
 /* ---- the owner thread's counts
@@ -261,19 +287,14 @@ static inline void own_add(void *v, uint64_t d)
 }
 #endif
 
-/* shared_add for the owner thread. The peak is raised from the owner's and the shared live bytes. */
+/* shared_add for the owner thread, on its own counters. */
 static inline __attribute__((always_inline)) void owner_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
 {
-    int64_t now = own_xadd(&s->own_live_bytes, lb) + lb + atomic_load_explicit(&s->live_bytes, memory_order_relaxed);
-    if (lc) own_add(&s->own_live_count, (uint64_t)lc);
-    if (tb) own_add(&s->own_total_bytes, tb);
-    if (tc) own_add(&s->own_total_count, tc);
-    if (lb <= 0) return;
-    uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
-    while (now > 0 && (uint64_t)now > peak &&
-           !atomic_compare_exchange_weak_explicit(&s->peak_bytes, &peak, (uint64_t)now, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
+    int64_t now = own_xadd(&s->own.live_bytes, lb) + lb;
+    if (lc) own_add(&s->own.live_count, (uint64_t)lc);
+    if (tb) own_add(&s->own.total_bytes, tb);
+    if (tc) own_add(&s->own.total_count, tc);
+    if (lb > 0) raise_site_peak(s, now + get_i(&s->shared.live_bytes));
 }
 
 /* ---- per-thread pending counts
@@ -295,8 +316,7 @@ static inline __attribute__((always_inline)) void owner_add(site_t *s, int64_t l
 #define PEND_GRANULE (256 * 1024)
 typedef struct {
     _Atomic uint32_t site;
-    _Atomic int64_t live_bytes, live_count;
-    _Atomic uint64_t total_bytes, total_count;
+    counts_t c;
 } pend_entry_t;
 typedef struct pend {
     pend_entry_t e[PEND_SETS][PEND_WAYS];
@@ -309,17 +329,12 @@ static OT_TLS pend_t *t_pend;
 
 size_t ot_sites_pend_bytes(void) { return sizeof(pend_t); }
 
-static inline void put_i(_Atomic int64_t *v, int64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
-static inline int64_t get_i(_Atomic int64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
-static inline void put_u(_Atomic uint64_t *v, uint64_t x) { atomic_store_explicit(v, x, memory_order_relaxed); }
-static inline uint64_t get_u(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
-
 static inline void entry_clear(pend_entry_t *e)
 {
-    put_i(&e->live_bytes, 0);
-    put_i(&e->live_count, 0);
-    put_u(&e->total_bytes, 0);
-    put_u(&e->total_count, 0);
+    put_i(&e->c.live_bytes, 0);
+    put_i(&e->c.live_count, 0);
+    put_u(&e->c.total_bytes, 0);
+    put_u(&e->c.total_count, 0);
 }
 
 /* Moves an entry's counts to its site's shared counters (the entry keeps its site). The entry is
@@ -329,11 +344,11 @@ static void pend_flush(pend_entry_t *e)
     uint32_t id = atomic_load_explicit(&e->site, memory_order_relaxed);
     site_t *s = id ? site_of(id) : NULL;
     if (!s) return;
-    int64_t lb = get_i(&e->live_bytes), lc = get_i(&e->live_count);
-    uint64_t tb = get_u(&e->total_bytes), tc = get_u(&e->total_count);
-    if (!lb && !lc && !tb && !tc) return;
+    sum_t m = {0};
+    counts_read(&e->c, &m);
+    if (!m.live_bytes && !m.live_count && !m.total_bytes && !m.total_count) return;
     entry_clear(e);
-    shared_add(s, lb, lc, tb, tc);
+    shared_add(s, m.live_bytes, m.live_count, m.total_bytes, m.total_count);
 }
 
 /* Flushes an entry and frees it for another site. */
@@ -367,12 +382,12 @@ static inline __attribute__((always_inline)) pend_entry_t *pend_hit(pend_t *p, u
 static inline __attribute__((always_inline)) bool entry_add(pend_entry_t *e, int64_t lb, int64_t lc, uint64_t tb,
                                                             uint64_t tc)
 {
-    int64_t live = get_i(&e->live_bytes) + lb;
-    put_i(&e->live_bytes, live);
-    put_i(&e->live_count, get_i(&e->live_count) + lc);
+    int64_t live = get_i(&e->c.live_bytes) + lb;
+    put_i(&e->c.live_bytes, live);
+    put_i(&e->c.live_count, get_i(&e->c.live_count) + lc);
     if (tc) {
-        put_u(&e->total_bytes, get_u(&e->total_bytes) + tb);
-        put_u(&e->total_count, get_u(&e->total_count) + tc);
+        put_u(&e->c.total_bytes, get_u(&e->c.total_bytes) + tb);
+        put_u(&e->c.total_count, get_u(&e->c.total_count) + tc);
     }
     return live >= PEND_GRANULE || live <= -PEND_GRANULE;
 }
@@ -501,27 +516,18 @@ bool ot_sites_get(uint32_t id, ot_site_info_t *out)
     if (id == 0 || id >= atomic_load_explicit(&next_id, memory_order_acquire)) return false;
     site_t *s = site_slot(id, false);
     if (!s || !atomic_load_explicit(&s->hash, memory_order_acquire)) return false;
-    int64_t lb = atomic_load_explicit(&s->live_bytes, memory_order_relaxed) +
-                 atomic_load_explicit(&s->own_live_bytes, memory_order_relaxed);
-    int64_t lc = atomic_load_explicit(&s->live_count, memory_order_relaxed) +
-                 atomic_load_explicit(&s->own_live_count, memory_order_relaxed);
-    uint64_t tb = atomic_load_explicit(&s->total_bytes, memory_order_relaxed) +
-                  atomic_load_explicit(&s->own_total_bytes, memory_order_relaxed);
-    uint64_t tc = atomic_load_explicit(&s->total_count, memory_order_relaxed) +
-                  atomic_load_explicit(&s->own_total_count, memory_order_relaxed);
+    sum_t m = {0};
+    counts_read(&s->shared, &m);
+    counts_read(&s->own, &m);
     if (atomic_load_explicit(&s->pending, memory_order_acquire)) {
         /* Counts that threads have not moved to the site yet. */
         for (pend_t *p = atomic_load_explicit(&all_pends, memory_order_acquire); p; p = p->next) {
             pend_entry_t *w = p->e[id & (PEND_SETS - 1)];
-            for (unsigned k = 0; k < PEND_WAYS; k++) {
-                if (atomic_load_explicit(&w[k].site, memory_order_acquire) != id) continue;
-                lb += get_i(&w[k].live_bytes);
-                lc += get_i(&w[k].live_count);
-                tb += get_u(&w[k].total_bytes);
-                tc += get_u(&w[k].total_count);
-            }
+            for (unsigned k = 0; k < PEND_WAYS; k++)
+                if (atomic_load_explicit(&w[k].site, memory_order_acquire) == id) counts_read(&w[k].c, &m);
         }
     }
+    int64_t lb = m.live_bytes, lc = m.live_count;
     uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
     out->id = id;
     out->kind = s->kind;
@@ -532,8 +538,8 @@ bool ot_sites_get(uint32_t id, ot_site_info_t *out)
     out->live_count = lc > 0 ? (uint64_t)lc : 0;
     /* The level seen now counts towards the peak, as the process's own peak does. */
     out->peak_bytes = lb > 0 && (uint64_t)lb > peak ? (uint64_t)lb : peak;
-    out->total_bytes = tb;
-    out->total_count = tc;
+    out->total_bytes = m.total_bytes;
+    out->total_count = m.total_count;
     out->estimated = atomic_load_explicit(&s->estimated, memory_order_relaxed) != 0;
     return true;
 }
