@@ -183,32 +183,38 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
 /* A taken record of this thread's (c) with a site, or huge, or not host. */
 void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val);
 
-/* A host free of a block recorded in this thread's nursery: true once it is forgotten. False,
- * having changed nothing, otherwise: the caller then calls ot_live_forget_host. */
-static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint64_t key)
+/* A record taken out of this thread's nursery (or, realloc, from wherever it was) accounted as
+ * freed on c, this thread's record: inline for a plain host record, out of line for one with a
+ * call site, of another kind or huge. */
+static inline __attribute__((always_inline)) void account_taken(thread_counters_t *c, uint64_t key, uint64_t val)
 {
-    thread_counters_t *c = ot_my_counters;
-    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(c->nursery == NULL)) return false;
-    uint64_t val;
-    if (OT_UNLIKELY(!nursery_get(c->nursery, key, &val, true))) return false;
-    if (OT_UNLIKELY(val >= OT_SIZE_BIG)) ot_live_account_free(c, key, val); /* a call site, another kind or huge */
-    else count_free(c, OT_KIND_HOST, val);
-    return true;
+    if (OT_LIKELY(val < OT_SIZE_BIG)) count_free(c, OT_KIND_HOST, val);
+    else ot_live_account_free(c, key, val);
 }
 
-/* realloc's halves, for a block in this thread's nursery: take its record out (false, having
- * changed nothing, otherwise: the caller then calls ot_live_take), and account a taken record as
- * freed (ot_live_release for everything but a plain host record). */
+/* Takes a block's record out of this thread's nursery: false, having changed nothing, when it is
+ * not there (the caller then calls ot_live_take or ot_live_forget_host). */
 static inline __attribute__((always_inline)) bool ot_live_take_host_fast(uint64_t key, uint64_t *val)
 {
     thread_counters_t *c = ot_my_counters;
     return OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL) && nursery_get(c->nursery, key, val, true);
 }
 
+/* A host free of a block recorded in this thread's nursery: true once it is forgotten. False,
+ * having changed nothing, otherwise: the caller then calls ot_live_forget_host. */
+static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint64_t key)
+{
+    uint64_t val;
+    if (OT_UNLIKELY(!ot_live_take_host_fast(key, &val))) return false;
+    account_taken(ot_my_counters, key, val);
+    return true;
+}
+
+/* realloc's release of the record it took (ot_live_release where this thread has no record). */
 static inline __attribute__((always_inline)) void ot_live_release_host_fast(uint64_t key, uint64_t val)
 {
     thread_counters_t *c = ot_my_counters;
-    if (OT_LIKELY(c != NULL) && OT_LIKELY(val < OT_SIZE_BIG)) count_free(c, OT_KIND_HOST, val);
+    if (OT_LIKELY(c != NULL)) account_taken(c, key, val);
     else ot_live_release(key, val);
 }
 
