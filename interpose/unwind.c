@@ -6,9 +6,9 @@
  * CFA is (sp + k or bp + k), that the return address is at CFA - 8, and where the caller's rbp was
  * saved (CFA + k, or not at all). Rules come from a global cache of 2^14 entries {ip ^ rule, rule},
  * 4-way set associative (a set is one cache line): a torn read (two writers racing for one entry)
- * fails the xor check but by a coincidence of bits, so readers need no lock and no 16-byte atomics. A miss decodes the FDE
- * through the module's .eh_frame_hdr search table (~1 us) and caches the result, including
- * "unsupported".
+ * fails the xor check but by a coincidence of bits, so readers need no lock and no 16-byte
+ * atomics. A miss decodes the FDE through the module's .eh_frame_hdr search table (~1 us) and
+ * caches the result, including "unsupported".
  *
  * Anything this walker does not model makes it give up, and the caller then asks libunwind for the
  * whole stack: a CFA defined by an expression or another register, a return address not at CFA - 8,
@@ -31,7 +31,9 @@
  * reads as busy (libunwind takes the capture), and the per-thread cache is skipped while busy. */
 #include <link.h>
 #include <stdint.h>
-#include <stdlib.h>
+#ifdef OT_UNWIND_VERIFY
+#include <stdlib.h> /* abort */
+#endif
 
 #include <emmintrin.h>
 
@@ -825,25 +827,28 @@ static void verify_checks(const wbuf_t *b)
 }
 #endif
 
+/* The first of walk m's checks from check c on that does not hold against the stack (the end
+ * marker, &m->chk[m->nchk], if all do). A check's slot is read only once the checks before it
+ * held: those frames are then this stack's own, so the slot lies in this stack's frames. */
+static inline const __typeof__(((wbuf_t *)0)->chk[0]) *first_failing(const wbuf_t *m, unsigned c)
+{
+    const __typeof__(m->chk[0]) *k = &m->chk[c];
+    while (*(const uintptr_t *)k->at == k->val) k++;
+    return k;
+}
+
 /* Frames old->f[j..] checked against the stack (frame j itself is already known to hold);
  * returns how many hold, from j on. */
 static inline unsigned validate(const wbuf_t *old, unsigned j)
 {
-    /* A check's slot is read only once the checks before it held: those frames are then this
-     * stack's own, so the slot lies in this stack's frames. The end marker always fails. */
-    const __typeof__(old->chk[0]) *k = &old->chk[old->first[j]];
-    while (*(const uintptr_t *)k->at == k->val) k++;
-    unsigned c = (unsigned)(k - old->chk);
+    unsigned c = (unsigned)(first_failing(old, old->first[j]) - old->chk);
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
-/* Do all of walk m's checks hold (the whole of validate(m, 0) == m->n, for a stack matched from
- * frame 0, whose checks start at chk[0])? */
+/* Do all of walk m's checks hold (validate(m, 0) == m->n, without the frame arithmetic)? */
 static inline bool holds_all(const wbuf_t *m)
 {
-    const __typeof__(m->chk[0]) *k = m->chk;
-    while (*(const uintptr_t *)k->at == k->val) k++;
-    return k == &m->chk[m->nchk];
+    return first_failing(m, 0) == &m->chk[m->nchk];
 }
 
 /* Seven bits of (ip, sp), never 0: memo_find compares all buffers' tags at once. */
