@@ -238,10 +238,11 @@ if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -g
 VARIANTS=(none default all)
 [ $use_ht = 1 ] && VARIANTS+=(heaptrack)
 # Floors (tests/bench/ref), lower bounds, not trackers. For the default target on small_churn: a
-# preload that only forwards, and one that keeps the least an exact per-block record needs. For the
+# preload that only forwards, and one that keeps the least an exact per-block record needs; for the
+# stacks=all target there, the least an exact stack for every allocation adds to that record. For the
 # heaptrack target on live_10m: the least an exact table of 10 million live blocks costs.
 declare -A EXTRA_VARIANTS
-EXTRA_VARIANTS[small_churn]="forwarder ideal"
+EXTRA_VARIANTS[small_churn]="forwarder ideal ideal_stacks"
 EXTRA_VARIANTS[live_10m]="ideal_table"
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
@@ -264,6 +265,7 @@ command_for() { # workload variant -> prints the command line
         forwarder) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/forwarder.so ${PROG[$w]} ${ARGS[$w]}" ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
         ideal) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_record.so ${PROG[$w]} ${ARGS[$w]}" ;;
+        ideal_stacks) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_stacks.so ${PROG[$w]} ${ARGS[$w]}" ;;
         ideal_table) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_table.so ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }

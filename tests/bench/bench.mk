@@ -19,6 +19,9 @@ REF_LIBS := $(REF_SRCS:tests/bench/ref/%.c=$(B)/bench/ref/%.so)
 
 $(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl $(REF_LDLIBS)
+
+# The stack floor walks with libunwind, as oomtrace does where its own walker cannot.
+$(B)/bench/ref/ideal_stacks.so: REF_LDLIBS := -lunwind
 
 bench-bins: $(REF_LIBS)
