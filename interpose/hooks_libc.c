@@ -127,7 +127,10 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
     /* record() is always_inline: the origin is the hook's own frame */
-    if (!ot_live_record_host_fast((uintptr_t)p, n)) ot_live_record_host((uintptr_t)p, n);
+    if (OT_LIKELY(ot_live_record_host_fast((uintptr_t)p, n))) return;
+    ot_origin_t origin = OT_ORIGIN();
+    if (ot_opt.stacks == OT_STACKS_ALL && ot_live_record_all_fast(&origin, (uintptr_t)p, n)) return;
+    ot_live_record_host_from(&origin, (uintptr_t)p, n);
 }
 
 OT_EXPORT void *malloc(size_t n)

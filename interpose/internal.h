@@ -179,7 +179,8 @@ uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
 /* Asked first by a caller of ot_stack_capture_at with a note: the value noted under tag if the
  * stack from origin is the thread's last walk (and its depth), else 0, walking nothing. The
  * verifying build (stack.c) checks every answer against libunwind; the others ask the walker
- * directly (the allocation path of stacks=all asks on every call). */
+ * directly. The allocation path of stacks=all asks on every call, with the walker's test inlined
+ * (live_fast.h, unwind_fast.h). */
 #ifdef OT_UNWIND_VERIFY
 uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth);
 #else

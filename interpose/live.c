@@ -375,14 +375,6 @@ static uint32_t intern_cached(thread_counters_t *c, const uintptr_t *ips, unsign
     return site;
 }
 
-/* What a call site found for a stack depends on besides the stack: a note made under another tag
- * (another kind, device or depth limit) is not taken. 0: do not use notes. */
-static inline uint32_t note_tag(unsigned kind, int device)
-{
-    if (device < -1 || device > 4094 || kind > 127) return 0;
-    return 1u << 31 | (uint32_t)kind << 24 | (uint32_t)(device + 1) << 12 | (ot_opt.stack_depth & 0xfff);
-}
-
 /* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
  * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
 static OT_NOINLINE uint32_t site_by_walk(thread_counters_t *c, const ot_origin_t *origin, uint32_t tag,
@@ -411,6 +403,28 @@ static OT_NOINLINE uint32_t site_by_walk(thread_counters_t *c, const ot_origin_t
     return site;
 }
 
+/* Where a new block's record goes (its site counted already), and the thread's counts. */
+static inline __attribute__((always_inline)) void place(thread_counters_t *c, uint64_t key, uint64_t size,
+                                                        unsigned kind, uint32_t site)
+{
+    uint64_t val = ot_pack(size, kind, site);
+    if (kind == OT_KIND_HOST && c->nursery && nursery_put(c, key, val)) goto counted;
+    uint64_t stale;
+    int e = errno; /* the table may map memory */
+    int ins = ot_table_insert_replace(key, val, &stale);
+    errno = e;
+    if (OT_UNLIKELY(ins <= 0)) {
+        if (ins < 0) return; /* out of memory: untracked */
+        /* The address was still recorded: its free went past us (e.g. from a library opened with
+         * RTLD_DEEPBIND, bound straight to libc). It is certainly free now: account it so. */
+        account_free(key, stale, NULL, NULL);
+    }
+counted:
+    /* After any stale record of this address was accounted (which takes its big entry, if any). */
+    if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
+    count_alloc(c, kind, size);
+}
+
 /* The body of ot_live_record_from, and of its host-only twin, where kind and device are constants
  * (the malloc family: the note tag, the stack policy and the nursery test fold away). */
 static inline __attribute__((always_inline)) void record_body(const ot_origin_t *origin, uint64_t key, uint64_t size,
@@ -433,28 +447,17 @@ static inline __attribute__((always_inline)) void record_body(const ot_origin_t 
          * remembered walks (the last one first, asked here before any set-up) and hands back the
          * site noted for it. That probe and the site's counters allocate nothing and leave errno
          * alone, so only a walk needs the recursion guard and errno kept. */
-        uint32_t tag = ot_opt.stacks != OT_STACKS_NONE ? note_tag(kind, device) : 0;
-        unsigned depth;
-        if (!tag || !(site = ot_stack_noted_at(ot_opt.stack_depth, origin, tag, &depth)))
-            site = site_by_walk(c, origin, tag, kind, device);
-        if (site) ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
+        uint32_t tag = ot_opt.stacks != OT_STACKS_NONE ? ot_note_tag(kind, device) : 0;
+        if (!tag || !(site = ot_live_noted(origin, tag))) site = site_by_walk(c, origin, tag, kind, device);
+        if (site && !(full && ot_sites_owner_count(site, (int64_t)size, 1, size, 1)))
+            ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }
-    uint64_t val = ot_pack(size, kind, site);
-    if (kind == OT_KIND_HOST && c->nursery && nursery_put(c, key, val)) goto counted;
-    uint64_t stale;
-    int e = errno; /* the table may map memory */
-    int ins = ot_table_insert_replace(key, val, &stale);
-    errno = e;
-    if (OT_UNLIKELY(ins <= 0)) {
-        if (ins < 0) return; /* out of memory: untracked */
-        /* The address was still recorded: its free went past us (e.g. from a library opened with
-         * RTLD_DEEPBIND, bound straight to libc). It is certainly free now: account it so. */
-        account_free(key, stale, NULL, NULL);
-    }
-counted:
-    /* After any stale record of this address was accounted (which takes its big entry, if any). */
-    if (OT_UNLIKELY(size >= OT_SIZE_BIG)) big_put(key, size);
-    count_alloc(c, kind, size);
+    place(c, key, size, kind, site);
+}
+
+OT_NOINLINE void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site)
+{
+    place(c, key, size, OT_KIND_HOST, site);
 }
 
 void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
@@ -495,6 +498,14 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
 OT_NOINLINE void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val)
 {
     account_free_on(c, key, val, NULL, NULL);
+}
+
+OT_NOINLINE void ot_live_account_site_free(thread_counters_t *c, uint64_t val)
+{
+    uint64_t size = ot_unpack_size(val);
+    uint32_t site = ot_unpack_site(val);
+    count_free(c, OT_KIND_HOST, size);
+    if (!ot_sites_owner_count(site, -(int64_t)size, -1, 0, 0)) ot_sites_on_free(site, size);
 }
 
 static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)

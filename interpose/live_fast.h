@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 
 #include "internal.h"
+#include "sites_fast.h"
+#include "unwind_fast.h"
 
 static inline void bumpu(_Atomic uint64_t *v, uint64_t d)
 {
@@ -180,16 +182,77 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
     return true;
 }
 
+/* What a call site found for a stack depends on besides the stack: a note made under another tag
+ * (another kind, device or depth limit) is not taken. 0: do not use notes. */
+static inline uint32_t ot_note_tag(unsigned kind, int device)
+{
+    if (device < -1 || device > 4094 || kind > 127) return 0;
+    return 1u << 31 | (uint32_t)kind << 24 | (uint32_t)(device + 1) << 12 | (ot_opt.stack_depth & 0xfff);
+}
+
+/* The site noted for the thread's last walk if the stack from origin is that walk, else 0, walking
+ * nothing (unwind_fast.h). The checking build asks stack.c, which compares it with libunwind. */
+static inline __attribute__((always_inline)) uint32_t ot_live_noted(const ot_origin_t *origin, uint32_t tag)
+{
+    unsigned depth;
+#ifdef OT_UNWIND_VERIFY
+    return ot_stack_noted_at(ot_opt.stack_depth, origin, tag, &depth);
+#else
+    return ot_unwind_noted_inline(origin->ip, origin->sp, origin->bp, ot_opt.stack_depth, tag, &depth);
+#endif
+}
+
+/* Records a host block whose call site is known (counted there already), wherever it goes: the
+ * out-of-line rest of ot_live_record_all_fast. */
+void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site);
+
+/* A host malloc under stacks=all in the common case: the stack is the thread's last walk with its
+ * call site noted. The site is counted (inline by its owner thread, sites_fast.h) and the block
+ * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Returns
+ * false, having changed nothing, for every other case: the caller then calls ot_live_record. */
+static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const ot_origin_t *origin, uint64_t key,
+                                                                          uint64_t size)
+{
+    thread_counters_t *c = ot_my_counters;
+    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL)) return false;
+    uint32_t site = ot_live_noted(origin, ot_note_tag(OT_KIND_HOST, -1));
+    if (OT_UNLIKELY(site == 0)) return false;
+    if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
+    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
+    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
+    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
+    if (OT_UNLIKELY(way < 0 || k0 == key || k1 == key)) {
+        ot_live_record_host_sited(c, key, size, site);
+        return true;
+    }
+    atomic_store_explicit(&w[way].val, ot_pack(size, OT_KIND_HOST, site), memory_order_relaxed);
+    atomic_store_explicit(&w[way].key, key, memory_order_release);
+    if (OT_UNLIKELY(atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
+        hint_note(key, c->nid);
+    count_alloc(c, OT_KIND_HOST, size);
+    return true;
+}
+
 /* A taken record of this thread's (c) with a site, or huge, or not host. */
 void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val);
+/* The same for a host record of stacks=all, neither huge nor sampled: the site counted at full size
+ * (the owner's inline, sites_fast.h). Out of line, so that default mode's free keeps its registers. */
+void ot_live_account_site_free(thread_counters_t *c, uint64_t val);
 
 /* A record taken out of this thread's nursery (or, realloc, from wherever it was) accounted as
  * freed on c, this thread's record: inline for a plain host record, out of line for one with a
  * call site, of another kind or huge. */
 static inline __attribute__((always_inline)) void account_taken(thread_counters_t *c, uint64_t key, uint64_t val)
 {
-    if (OT_LIKELY(val < OT_SIZE_BIG)) count_free(c, OT_KIND_HOST, val);
-    else ot_live_account_free(c, key, val);
+    if (OT_LIKELY(val < OT_SIZE_BIG)) {
+        count_free(c, OT_KIND_HOST, val);
+    } else if (ot_opt.stacks == OT_STACKS_ALL && ot_unpack_kind(val) == OT_KIND_HOST &&
+               ot_unpack_size(val) != OT_SIZE_BIG) {
+        ot_live_account_site_free(c, val);
+    } else {
+        ot_live_account_free(c, key, val);
+    }
 }
 
 /* Takes a block's record out of this thread's nursery: false, having changed nothing, when it is

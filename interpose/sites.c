@@ -3,21 +3,18 @@
 #include <stdatomic.h>
 
 #include "internal.h"
+#include "sites_fast.h"
 
-#define CHUNK_SHIFT 10
-#define CHUNK_SITES (1u << CHUNK_SHIFT)
-#define MAX_CHUNKS ((OT_MAX_SITES + 1) / CHUNK_SITES + 1)
+#define CHUNK_SHIFT OT_SITE_CHUNK_SHIFT
+#define CHUNK_SITES OT_SITE_CHUNK_SITES
+#define MAX_CHUNKS OT_SITE_MAX_CHUNKS
 /* The index starts at 64 Ki slots (256 KiB) and adds levels 4x larger when 70% full, so small
  * programs map little (their address space may be capped with RLIMIT_AS) and big ones still fit. */
 #define INDEX_LEVELS 4
 #define INDEX_BITS0 16
 
-/* A site's running figures. A site has two sets (the shared one, and the owner thread's below),
- * and each of a thread's pending entries one more. */
-typedef struct {
-    _Atomic int64_t live_bytes, live_count;
-    _Atomic uint64_t total_bytes, total_count;
-} counts_t;
+/* A site's running figures (sites_fast.h). */
+typedef ot_site_counts_t counts_t;
 typedef struct {
     int64_t live_bytes, live_count;
     uint64_t total_bytes, total_count;
@@ -37,20 +34,10 @@ static inline void counts_read(counts_t *c, sum_t *sum)
     sum->total_count += get_u(&c->total_count);
 }
 
-typedef struct {
-    _Atomic uint64_t hash; /* 0: not (yet) a valid site */
-    uint32_t kind;
-    int32_t device;
-    uint32_t depth;
-    uintptr_t *ips;
-    counts_t shared;
-    _Atomic uint64_t peak_bytes;
-    _Atomic uint8_t estimated;
-    _Atomic uint32_t pending; /* threads' pending entries naming this site (see below) */
-    counts_t own;             /* what the owner thread counts here (see owner_add): only it writes these */
-} site_t;
+typedef ot_site_t site_t; /* sites_fast.h: the owner's counting is inlined where blocks are recorded */
 
-static _Atomic(site_t *) chunks[MAX_CHUNKS];
+_Atomic(site_t *) ot_site_chunks[MAX_CHUNKS];
+#define chunks ot_site_chunks
 typedef struct {
     _Atomic(_Atomic uint32_t *) slots;
     _Atomic uint32_t used;
@@ -88,13 +75,7 @@ static uint64_t hash_stack(const uintptr_t *ips, unsigned depth, unsigned kind, 
     return h ? h : 1;
 }
 
-/* The site of an id whose chunk exists (the allocation and free paths): no call, no creation. */
-static inline __attribute__((always_inline)) site_t *site_of(uint32_t id)
-{
-    uint32_t c = id >> CHUNK_SHIFT;
-    site_t *chunk = OT_LIKELY(c < MAX_CHUNKS) ? atomic_load_explicit(&chunks[c], memory_order_acquire) : NULL;
-    return OT_LIKELY(chunk != NULL) ? &chunk[id & (CHUNK_SITES - 1)] : NULL;
-}
+#define site_of ot_site_of
 
 static site_t *site_slot(uint32_t id, bool create)
 {
@@ -214,15 +195,7 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
     return 0;
 }
 
-/* Raises a site's peak to now: its shared and owner's live bytes together, right after an add. */
-static inline __attribute__((always_inline)) void raise_site_peak(site_t *s, int64_t now)
-{
-    uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
-    while (now > 0 && (uint64_t)now > peak &&
-           !atomic_compare_exchange_weak_explicit(&s->peak_bytes, &peak, (uint64_t)now, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
-}
+#define raise_site_peak ot_site_raise_peak
 
 /* Adds counts to a site's shared counters and raises its peak to the live bytes that makes. */
 static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
@@ -244,7 +217,8 @@ static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t 
  * add both. Which thread owns them never changes (a thread that ends leaves its counts; a fork
  * child of another thread does not own them). */
 static _Atomic int owner_taken;
-static OT_TLS int t_owner; /* 0: not asked yet, 1: this thread owns them, 2: another thread does */
+OT_TLS int ot_site_owner; /* 0: not asked yet, 1: this thread owns them, 2: another thread does */
+#define t_owner ot_site_owner
 
 static OT_NOINLINE bool claim_owner(void)
 {
@@ -266,36 +240,8 @@ bool ot_sites_owned_here(void)
     return owner();
 }
 
-#if defined(__x86_64__)
-static inline int64_t own_xadd(_Atomic int64_t *v, int64_t d)
-{
-    __asm__ volatile("xaddq %0, %1" : "+r"(d), "+m"(*(int64_t *)(void *)v) : : "memory");
-    return d;
-}
-static inline void own_add(void *v, uint64_t d)
-{
-    __asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)v) : "r"(d) : "memory");
-}
-#else
-static inline int64_t own_xadd(_Atomic int64_t *v, int64_t d)
-{
-    return atomic_fetch_add_explicit(v, d, memory_order_relaxed);
-}
-static inline void own_add(void *v, uint64_t d)
-{
-    atomic_fetch_add_explicit((_Atomic uint64_t *)v, d, memory_order_relaxed);
-}
-#endif
-
-/* shared_add for the owner thread, on its own counters. */
-static inline __attribute__((always_inline)) void owner_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
-{
-    int64_t now = own_xadd(&s->own.live_bytes, lb) + lb;
-    if (lc) own_add(&s->own.live_count, (uint64_t)lc);
-    if (tb) own_add(&s->own.total_bytes, tb);
-    if (tc) own_add(&s->own.total_count, tc);
-    if (lb > 0) raise_site_peak(s, now + get_i(&s->shared.live_bytes));
-}
+/* shared_add for the owner thread, on its own counters (sites_fast.h). */
+#define owner_add ot_site_owner_add
 
 /* ---- per-thread pending counts
  * A site's counters are shared: threads that allocate at the same call site at once (workers
@@ -324,7 +270,8 @@ typedef struct pend {
     struct pend *next; /* every block ever attached, for readers; never freed */
 } pend_t;
 static _Atomic(pend_t *) all_pends;
-static _Atomic uint32_t n_pends; /* blocks ever attached: threads that counted at sites */
+_Atomic uint32_t ot_site_n_pends; /* blocks ever attached: threads that counted at sites */
+#define n_pends ot_site_n_pends
 static OT_TLS pend_t *t_pend;
 
 size_t ot_sites_pend_bytes(void) { return sizeof(pend_t); }

@@ -38,6 +38,7 @@
 #include <emmintrin.h>
 
 #include "internal.h"
+#include "unwind_fast.h"
 
 /* ------------------------------------------------------------------ modules */
 #define MAX_MODS 512
@@ -630,55 +631,12 @@ static inline uint64_t rule_for(uintptr_t ip)
  * of frames; a note lives as long as its buffer and carries its walk's generation. Whole matches
  * may ignore a different rbp in frame 0 where no frame of the walk computes its CFA from it
  * (build_checks: matters0); joins keep the per-frame rule. */
-#define WALK_MAX (OT_MAX_FRAMES + 16)
-typedef struct {
-    uintptr_t ip, sp, bp;
-    uintptr_t bpaddr; /* where the caller's rbp is restored from; 0: not saved (it is ours) */
-    uintptr_t bprel;  /* bit 0: this frame's rbp may matter (a CFA based on it, its rule not known, or
-                       * passed on to the caller); bit 1: stepped with a CFA from rsp and rbp passed on */
-} wframe_t;
-typedef struct {
-    uint32_t n;        /* frames remembered */
-    uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
-    uint32_t cut;      /* it stopped at a depth limit instead: that max | skip << 16 (0: it did not) */
-    uint32_t matters0; /* frame 0's rbp matters to some frame of this walk (build_checks) */
-    /* Derived from f[] when the walk ends (build_checks), for validate: the checks in a flat list
-     * of {address, value} (every return-address slot, and each saved rbp that matters), first[t]
-     * the first check of the step from frame t to t + 1, frame[c] the frame check c vouches for;
-     * and the return addresses in a row. The loop case, the same stack again, then costs a load
-     * and a compare per check and a copy per frame. Frames a walk took over from the walk before
-     * (a join) bring their part of these along, shifted, rather than being derived again. */
-    uint32_t nchk, nips;
-    uint32_t gen;      /* which walk this is, for notes (never 0) */
-    uint32_t code_gen; /* g_code_gen when the walk began: frames of code since unmapped never join */
-    uint32_t note_site; /* what ot_unwind_note_set attached, valid while note_key == {gen, tag} */
-    uint64_t note_key;
-    struct {
-        uintptr_t at, val;
-    } chk[2 * WALK_MAX];
-    uint16_t first[WALK_MAX], frame[2 * WALK_MAX];
-    uintptr_t ips[WALK_MAX];
-    wframe_t f[WALK_MAX];
-} wbuf_t;
-#define WALK_BUFS 16 /* at most 16: memo_find compares their tags in one SSE2 register */
-typedef struct ot_walk {
-    uint32_t busy;
-    uint32_t gens;     /* walks released so far */
-    uint32_t stepped;  /* frames the last walk stepped with a rule rather than checked */
-    uint32_t nbufs;    /* 2..WALK_BUFS, from the memory attached */
-    uint8_t order[WALK_BUFS]; /* buffers, most recently used first: order[0] holds the last walk */
-    uint8_t tag[WALK_BUFS] __attribute__((aligned(16))); /* key_tag of each buffer's frame 0 (0: none) */
-    wbuf_t buf[];
-} walk_t;
-_Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
-               "OT_UNWIND_CACHE_BYTES too small");
-_Static_assert(sizeof(walk_t) + 2 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_MIN_BYTES,
-               "OT_UNWIND_CACHE_MIN_BYTES too small");
 
-static OT_TLS walk_t *t_walk;
-/* Bumped by ot_unwind_flush (after dlclose): a remembered walk from before describes frames whose
- * code may be gone, and other code may now sit at the same addresses with other rules. */
-static uint32_t g_code_gen;
+/* The thread's walk cache and the dlclose generation (unwind_fast.h). */
+#define t_walk ot_walk_cache
+#define g_code_gen ot_code_gen
+OT_TLS walk_t *ot_walk_cache;
+uint32_t ot_code_gen;
 static uint64_t g_fallbacks;
 
 void ot_unwind_attach(void *mem, size_t bytes)
@@ -827,15 +785,6 @@ static void verify_checks(const wbuf_t *b)
 }
 #endif
 
-/* The first of walk m's checks from check c on that does not hold against the stack (the end
- * marker, &m->chk[m->nchk], if all do). A check's slot is read only once the checks before it
- * held: those frames are then this stack's own, so the slot lies in this stack's frames. */
-static inline const __typeof__(((wbuf_t *)0)->chk[0]) *first_failing(const wbuf_t *m, unsigned c)
-{
-    const __typeof__(m->chk[0]) *k = &m->chk[c];
-    while (*(const uintptr_t *)k->at == k->val) k++;
-    return k;
-}
 
 /* Frames old->f[j..] checked against the stack (frame j itself is already known to hold);
  * returns how many hold, from j on. */
@@ -845,11 +794,6 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
-/* Do all of walk m's checks hold (validate(m, 0) == m->n, without the frame arithmetic)? */
-static inline bool holds_all(const wbuf_t *m)
-{
-    return first_failing(m, 0) == &m->chk[m->nchk];
-}
 
 /* Seven bits of (ip, sp), never 0: memo_find compares all buffers' tags at once. */
 static inline uint8_t key_tag(uintptr_t ip, uintptr_t sp)
@@ -888,7 +832,6 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     w->busy = 0;
 }
 
-static inline uint64_t note_key(uint32_t gen, uint32_t tag) { return (uint64_t)gen << 32 | tag; }
 
 /* Only the owning thread reads or writes notes; a signal handler that walks in between replaces the
  * buffer (new gen, note cleared) or leaves it alone, so a note is only ever taken for its own walk.
@@ -904,22 +847,6 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
     b->note_key = note_key(walk, tag);
 }
 
-/* Can walk m stand for a request of (max, skip) whose frames all hold? If it reached the end of
- * the stack, always; if it stopped at its depth limit, under the same limit. */
-static inline bool whole(const wbuf_t *m, unsigned max, unsigned skip)
-{
-    return m->complete || (m->cut != 0 && m->cut == (max | skip << 16));
-}
-
-/* Is remembered walk m this very stack from (ip, sp, bp)? Frame 0 equal (its rbp only where some
- * frame of the walk computes its CFA from it: matters0), every check holding, and m whole for the
- * request. The same induction as a join, over the whole walk. */
-static inline bool is_stack(const wbuf_t *m, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
-                            unsigned max, unsigned skip)
-{
-    return m->n && m->f[0].ip == ip && m->f[0].sp == sp && (m->f[0].bp == bp || !m->matters0) &&
-           m->code_gen == code_gen && whole(m, max, skip) && holds_all(m);
-}
 
 /* A remembered walk that is this very stack: its place in the order, or -1. The tags leave only
  * the buffers whose frame 0 may be equal. A program that allocates from a few stacks in turn
@@ -958,28 +885,10 @@ static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max,
     return n;
 }
 
-/* The record path's question before any walk: is this the very stack of the last walk, with a note
- * under tag? Then that note (and *depth), else 0 with nothing changed. The same test as the walk's
- * own same-stack case, without its set-up. It takes the buffers like a walk does: a signal
- * handler's walks in between would otherwise reuse the one being read (with two buffers, the
- * second of them does). */
+/* Out of line for stack.c (the checking build's probe) and the tests. */
 uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth)
 {
-    walk_t *w = t_walk;
-    if (!w || w->busy || !tag) return 0;
-    w->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    const wbuf_t *m = &w->buf[w->order[0]];
-    uint32_t site = 0;
-    if (m->note_key == note_key(m->gen, tag) &&
-        is_stack(m, ip, sp, bp, __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE), max, 0)) {
-        *depth = m->nips < max ? m->nips : max;
-        w->stepped = 0;
-        site = m->note_site;
-    }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    w->busy = 0;
-    return site;
+    return ot_unwind_noted_inline(ip, sp, bp, max, tag, depth);
 }
 
 /* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp

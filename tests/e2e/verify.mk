@@ -1,8 +1,8 @@
 # A checking build of the library (included by the Makefile), compiled with OT_UNWIND_VERIFY:
-# stack.c compares every stack of the CFI walker (unwind.c) with libunwind's, live.c routes its
-# noted-stack probe through stack.c so those are compared too, and unwind.c derives every walk's
+# stack.c compares every stack of the CFI walker (unwind.c) with libunwind's, live.c and the malloc
+# hooks (through live_fast.h) route their noted-stack probe through stack.c so those are compared too, and unwind.c derives every walk's
 # checks a second, plain way and compares. Used by tests/e2e/unwind_verify.sh; never installed.
-VERIFY_SRCS := stack live unwind
+VERIFY_SRCS := stack live unwind hooks_libc
 VERIFY_OBJS := $(VERIFY_SRCS:%=$(B)/obj-verify/%.o)
 $(B)/obj-verify/%.o: interpose/%.c interpose/*.h include/*.h | $(B)/.deps
 	@mkdir -p $(dir $@)

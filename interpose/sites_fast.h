@@ -1,0 +1,106 @@
+/* The owner thread's call-site counting (sites.c), inlined into the allocation and free paths of
+ * stacks=all: a process with one counting thread adds to the site's owner counters without a call.
+ * Every other case (other threads, pending counts, sampled blocks, a thread that has not asked
+ * whether it owns them) goes to ot_sites_on_alloc / ot_sites_on_free, which do the same for the
+ * owner. sites.c owns these structures; only it and live_fast.h include this. */
+#ifndef OOMTRACE_SITES_FAST_H
+#define OOMTRACE_SITES_FAST_H
+
+#include <stdatomic.h>
+
+#include "internal.h"
+
+/* A site's running figures. A site has two sets (the shared one, and the owner thread's), and each
+ * of a thread's pending entries one more (sites.c). */
+typedef struct {
+    _Atomic int64_t live_bytes, live_count;
+    _Atomic uint64_t total_bytes, total_count;
+} ot_site_counts_t;
+
+typedef struct {
+    _Atomic uint64_t hash; /* 0: not (yet) a valid site */
+    uint32_t kind;
+    int32_t device;
+    uint32_t depth;
+    uintptr_t *ips;
+    ot_site_counts_t shared;
+    _Atomic uint64_t peak_bytes;
+    _Atomic uint8_t estimated;
+    _Atomic uint32_t pending;  /* threads' pending entries naming this site (sites.c) */
+    ot_site_counts_t own;      /* what the owner thread counts here (ot_site_owner_add): only it writes these */
+} ot_site_t;
+
+#define OT_SITE_CHUNK_SHIFT 10
+#define OT_SITE_CHUNK_SITES (1u << OT_SITE_CHUNK_SHIFT)
+#define OT_SITE_MAX_CHUNKS ((OT_MAX_SITES + 1) / OT_SITE_CHUNK_SITES + 1)
+extern _Atomic(ot_site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS];
+extern _Atomic uint32_t ot_site_n_pends; /* threads that ever counted at sites */
+extern OT_TLS int ot_site_owner;        /* 0: not asked yet, 1: this thread owns them, 2: another does */
+
+/* The site of an id whose chunk exists (the allocation and free paths): no call, no creation. */
+static inline __attribute__((always_inline)) ot_site_t *ot_site_of(uint32_t id)
+{
+    uint32_t c = id >> OT_SITE_CHUNK_SHIFT;
+    ot_site_t *chunk = OT_LIKELY(c < OT_SITE_MAX_CHUNKS) ? atomic_load_explicit(&ot_site_chunks[c], memory_order_acquire)
+                                                         : NULL;
+    return OT_LIKELY(chunk != NULL) ? &chunk[id & (OT_SITE_CHUNK_SITES - 1)] : NULL;
+}
+
+/* Raises a site's peak to now: its shared and owner's live bytes together, right after an add. */
+static inline __attribute__((always_inline)) void ot_site_raise_peak(ot_site_t *s, int64_t now)
+{
+    uint64_t peak = atomic_load_explicit(&s->peak_bytes, memory_order_relaxed);
+    while (now > 0 && (uint64_t)now > peak &&
+           !atomic_compare_exchange_weak_explicit(&s->peak_bytes, &peak, (uint64_t)now, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+/* The owner's adds: one unlocked instruction each, which a signal handler on the same thread can
+ * only run before or after, never in the middle of (sites.c explains the ownership). */
+#if defined(__x86_64__)
+static inline int64_t ot_site_own_xadd(_Atomic int64_t *v, int64_t d)
+{
+    __asm__ volatile("xaddq %0, %1" : "+r"(d), "+m"(*(int64_t *)(void *)v) : : "memory");
+    return d;
+}
+static inline void ot_site_own_add(void *v, uint64_t d)
+{
+    __asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)v) : "r"(d) : "memory");
+}
+#else
+static inline int64_t ot_site_own_xadd(_Atomic int64_t *v, int64_t d)
+{
+    return atomic_fetch_add_explicit(v, d, memory_order_relaxed);
+}
+static inline void ot_site_own_add(void *v, uint64_t d)
+{
+    atomic_fetch_add_explicit((_Atomic uint64_t *)v, d, memory_order_relaxed);
+}
+#endif
+
+/* Adds counts to the owner's counters of s and raises its peak to the live bytes that makes. */
+static inline __attribute__((always_inline)) void ot_site_owner_add(ot_site_t *s, int64_t lb, int64_t lc, uint64_t tb,
+                                                                     uint64_t tc)
+{
+    int64_t now = ot_site_own_xadd(&s->own.live_bytes, lb) + lb;
+    if (lc) ot_site_own_add(&s->own.live_count, (uint64_t)lc);
+    if (tb) ot_site_own_add(&s->own.total_bytes, tb);
+    if (tc) ot_site_own_add(&s->own.total_count, tc);
+    if (lb > 0) ot_site_raise_peak(s, now + atomic_load_explicit(&s->shared.live_bytes, memory_order_relaxed));
+}
+
+/* The owner thread, while it is the only thread that counts at sites, counting a block of its full
+ * size: true once counted, false (nothing done) for the caller's ot_sites_on_alloc/on_free. */
+static inline __attribute__((always_inline)) bool ot_sites_owner_count(uint32_t id, int64_t lb, int64_t lc, uint64_t tb,
+                                                                        uint64_t tc)
+{
+    if (OT_UNLIKELY(ot_site_owner != 1) || OT_UNLIKELY(atomic_load_explicit(&ot_site_n_pends, memory_order_relaxed) >= 2))
+        return false;
+    ot_site_t *s = ot_site_of(id);
+    if (OT_UNLIKELY(s == NULL)) return false;
+    ot_site_owner_add(s, lb, lc, tb, tc);
+    return true;
+}
+
+#endif
