@@ -252,8 +252,9 @@ bool ot_sites_owned_here(void)
  * another site, when its live bytes get PEND_GRANULE away from zero, and when the thread ends.
  * Readers (ot_sites_get) add every thread's pending counts for the site: exact whenever no
  * thread is moving them at that instant, as the per-thread totals of live.c. A site's peak is
- * raised from its shared live bytes, so it is exact to within PEND_GRANULE per thread (the same
- * bound as the process's own peak), and reports fold in the exact level when they read it.
+ * raised from its shared live bytes plus the raising thread's entry (note_high), so it is exact
+ * for a site that one thread allocates at and within PEND_GRANULE per other thread (the same
+ * bound as the process's own peak); reports fold in the exact level when they read it.
  * A signal handler that allocates while its thread is updating its entries finds them busy and
  * goes to the shared counters. */
 #define PEND_SETS 32
@@ -263,6 +264,7 @@ bool ot_sites_owned_here(void)
 typedef struct {
     _Atomic uint32_t site;
     counts_t c;
+    int64_t high; /* the highest c.live_bytes since they were last moved to the site (see note_high) */
 } pend_entry_t;
 typedef struct pend {
     pend_entry_t e[PEND_SETS][PEND_WAYS];
@@ -293,6 +295,7 @@ static void pend_flush(pend_entry_t *e)
     if (!s) return;
     sum_t m = {0};
     counts_read(&e->c, &m);
+    e->high = 0;
     if (!m.live_bytes && !m.live_count && !m.total_bytes && !m.total_count) return;
     entry_clear(e);
     shared_add(s, m.live_bytes, m.live_count, m.total_bytes, m.total_count);
@@ -323,6 +326,20 @@ static inline __attribute__((always_inline)) pend_entry_t *pend_hit(pend_t *p, u
     if (OT_LIKELY(atomic_load_explicit(&w[0].site, memory_order_relaxed) == id)) return &w[0];
     if (atomic_load_explicit(&w[1].site, memory_order_relaxed) == id) return &w[1];
     return NULL;
+}
+
+/* An entry's live bytes reached a new high since they were last moved to the site: the site's peak
+ * is raised to what the site holds with them (its shared and owner's counts and this entry). Other
+ * threads' entries are not seen: the peak is exact for a site that one thread allocates at, and
+ * within PEND_GRANULE per thread otherwise, as the process's own peak. A loop that allocates and
+ * frees at a site reaches no new high and pays one compare. */
+static inline __attribute__((always_inline)) void note_high(pend_entry_t *e, uint32_t id)
+{
+    int64_t live = get_i(&e->c.live_bytes);
+    if (OT_LIKELY(live <= e->high)) return;
+    e->high = live;
+    site_t *s = site_of(id);
+    if (s) raise_site_peak(s, live + get_i(&s->shared.live_bytes) + get_i(&s->own.live_bytes));
 }
 
 /* Adds to an entry; true when its live bytes got a step from zero (the caller moves them). */
@@ -356,6 +373,7 @@ static pend_entry_t *pend_take(pend_t *p, uint32_t id, site_t *s)
         e = &w[(p->turn / PEND_REPLACE) & 1];
         pend_release(e);
     }
+    e->high = 0;
     /* Counted before the entry names it: a reader that finds the entry also scans. */
     atomic_fetch_add_explicit(&s->pending, 1, memory_order_relaxed);
     atomic_store_explicit(&e->site, id, memory_order_release);
@@ -381,6 +399,7 @@ static OT_NOINLINE void count_miss(pend_t *p, uint32_t id, int64_t lb, int64_t l
         if (!e) e = pend_take(p, id, s);
         if (!e) shared_add(s, lb, lc, tb, tc);
         else if (entry_add(e, lb, lc, tb, tc)) pend_flush(e);
+        else if (lb > 0) note_high(e, id);
     }
     leave(p);
 }
@@ -419,6 +438,7 @@ static inline __attribute__((always_inline)) void count(uint32_t id, int64_t lb,
         flush_and_leave(p, e);
         return;
     }
+    if (lb > 0) note_high(e, id);
     leave(p);
 }
 

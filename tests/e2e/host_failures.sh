@@ -52,6 +52,23 @@ for m in "" stacks=all stacks=none sample_bytes=1; do
     check "errno_kept_counted${m:+_${m%%=*}_${m#*=}}" grep -q "^errno changed by 0 of 140000 successful calls$" "$LAST/out.txt"
 done
 
+# Exact figures per call site with a stack for every allocation: each site is reached 500 to 1000
+# times from the same stack, so all but the first go through the record path's noted-stack case
+# (inline, counted by the sites' owner thread) and, on a second thread, through pending counts.
+site_row() { # REPORT FUNCTION: live bytes, count, peak, total bytes, total count of the site whose
+    # innermost frame is FUNCTION, or "none"
+    json_get "$1" "' '.join(str(x) for s in r['sites'] if s['stack'] and s['stack'][0]['function'] == '$2' for x in (s['bytes'], s['count'], s['peak_bytes'], s['total_bytes'], s['total_count'], s['estimated'])) or 'none'"
+}
+for mode in site_figures site_figures_thread; do
+    OOMTRACE_OPTIONS_EXTRA=stacks=all same_output "${mode}_program_sees_same" "$mode"
+    R=$(first_report "$LAST")
+    if [ -z "$R" ]; then fail "${mode}_report" "no JSON in $LAST"; continue; fi
+    got=$(site_row "$R" make_token)
+    [ "$got" = "24000 500 48000 48000 1000 False" ] && pass "${mode}_make_token_exact" || fail "${mode}_make_token_exact" "$got"
+    got=$(site_row "$R" make_node)
+    [ "$got" = "50000 500 50000 50000 500 False" ] && pass "${mode}_make_node_exact" || fail "${mode}_make_node_exact" "$got"
+done
+
 same_output silent_when_nothing_fails ok
 if [ -z "$(ls "$LAST" | grep -v -e out.txt -e err.txt -e plain.txt)" ] && [ ! -s "$LAST/err.txt" ]; then pass silent_no_files_no_stderr
 else fail silent_no_files_no_stderr "$(ls "$LAST")"; fi
