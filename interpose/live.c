@@ -234,7 +234,7 @@ static inline __attribute__((always_inline)) void account_free(uint64_t key, uin
  * a CAS, so that a thread freeing that block meanwhile (a cross-thread free) cannot take it from
  * the nursery while its copy goes into the table: it waits for the table instead (locate_elsewhere).
  * If that thread took the block first, the CAS fails and the way is simply empty. */
-static OT_NOINLINE bool evict_way(__typeof__(((nursery_t *)0)->slot[0][0]) *w, int v)
+static OT_NOINLINE bool evict_way(nursery_way_t *w, int v)
 {
     uint64_t k = atomic_load_explicit(&w[v].key, memory_order_relaxed);
     if (k == 0) return true;
@@ -266,7 +266,7 @@ static OT_NOINLINE bool evict_way(__typeof__(((nursery_t *)0)->slot[0][0]) *w, i
 static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
 {
     unsigned set = nursery_set(key);
-    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[set];
+    nursery_way_t *w = c->nursery->slot[set];
     uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
     int way;
@@ -281,12 +281,7 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
         way = (int)(c->evict_turn++ & 1);
         if (!evict_way(w, way)) return false;
     }
-    atomic_store_explicit(&w[way].val, val, memory_order_relaxed);
-    atomic_store_explicit(&w[way].key, key, memory_order_release);
-    /* With a few threads a cross-thread free simply looks at every nursery; the hint (a line of a
-     * shared array, written when it names another nursery) only pays for itself with many. */
-    if (OT_UNLIKELY(atomic_load_explicit(&n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
-        hint_note(key, c->nid);
+    fill_way(c, &w[way], key, val);
     return true;
 }
 

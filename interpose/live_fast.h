@@ -45,10 +45,11 @@ typedef struct thread_counters {
 
 #define NURSERY_SETS 1024 /* x 2 ways x 16 bytes = 32 KiB per thread */
 #define MAX_NURSERIES 4096
+typedef struct {
+    _Atomic uint64_t key, val;
+} nursery_way_t;
 typedef struct nursery {
-    struct {
-        _Atomic uint64_t key, val;
-    } slot[NURSERY_SETS][2];
+    nursery_way_t slot[NURSERY_SETS][2];
 } nursery_t;
 #define HINT_MIN_THREADS 8 /* up to this many nurseries, a cross-thread free searches them all */
 /* Beyond that, it looks first in the nursery that last recorded a block of the same 256-byte
@@ -93,7 +94,7 @@ enum { NG_NO = 0, NG_FOUND = 1, NG_MOVING = 2 };
  * has meanwhile marked the way MOVING. NG_MOVING: the record is on its way to the table. */
 static inline int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take, bool owner)
 {
-    __typeof__(n->slot[0][0]) *w = n->slot[nursery_set(key)];
+    nursery_way_t *w = n->slot[nursery_set(key)];
     for (int way = 0; way < 2; way++) {
         uint64_t k = atomic_load_explicit(&w[way].key, memory_order_acquire);
         if (k != key) {
@@ -156,11 +157,36 @@ static inline __attribute__((always_inline)) void count_free(thread_counters_t *
     level_change(c, kind, -(int64_t)size, atomic_load_explicit(&kc->total_bytes, memory_order_relaxed), fb);
 }
 
+/* The way of key's set in this thread's nursery that a new record takes on the fast paths: a free
+ * one, when neither way still holds key (a block whose free went past us: nursery_put's case).
+ * NULL otherwise. */
+static inline __attribute__((always_inline)) nursery_way_t *free_way(thread_counters_t *c, uint64_t key)
+{
+    nursery_way_t *w = c->nursery->slot[nursery_set(key)];
+    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
+    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
+    return OT_LIKELY(way >= 0 && k0 != key && k1 != key) ? &w[way] : NULL;
+}
+
+/* Fills way w of this thread's nursery with a record (the value before the key that publishes it).
+ * With a few threads a cross-thread free simply looks at every nursery; the owner hint (a line of
+ * a shared array, written when it names another nursery) only pays for itself with many. */
+static inline __attribute__((always_inline)) void fill_way(thread_counters_t *c, nursery_way_t *w, uint64_t key,
+                                                           uint64_t val)
+{
+    atomic_store_explicit(&w->val, val, memory_order_relaxed);
+    atomic_store_explicit(&w->key, key, memory_order_release);
+    if (OT_UNLIKELY(atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
+        hint_note(key, c->nid);
+}
+
 /* A host malloc in the common case: a thread with a nursery, a block below the full-stack size and
  * not sampled, a set with a free way, few threads. Returns false, having changed nothing, for every
- * other case: the caller then calls ot_live_record. (It repeats the free-way case of live.c's
- * nursery_put on purpose: nursery_put, with its stale-record and eviction branches, costs six saved
- * registers and ~15 instructions per malloc: measured with callgrind on small_churn.) */
+ * other case: the caller then calls ot_live_record. (It takes only the free-way case of live.c's
+ * nursery_put, free_way and fill_way, on purpose: nursery_put, with its stale-record and eviction
+ * branches, costs six saved registers and ~15 instructions per malloc: measured with callgrind on
+ * small_churn.) */
 static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
@@ -168,16 +194,10 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
         OT_UNLIKELY(size >= ot_opt.stack_min_bytes) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL))
         return false;
     int64_t left = c->sample_left - (int64_t)size;
-    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
-    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
-    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
-    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
-    if (OT_UNLIKELY(left <= 0 || way < 0 || k0 == key || k1 == key)) return false;
+    nursery_way_t *w = free_way(c, key);
+    if (OT_UNLIKELY(left <= 0 || w == NULL)) return false;
     c->sample_left = left;
-    atomic_store_explicit(&w[way].val, size, memory_order_relaxed); /* ot_pack(size, HOST, 0) */
-    atomic_store_explicit(&w[way].key, key, memory_order_release);
-    if (OT_UNLIKELY(atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
-        hint_note(key, c->nid);
+    fill_way(c, w, key, size); /* ot_pack(size, HOST, 0) */
     count_alloc(c, OT_KIND_HOST, size);
     return true;
 }
@@ -218,18 +238,12 @@ static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const 
     uint32_t site = ot_live_noted(origin, ot_note_tag(OT_KIND_HOST, -1));
     if (OT_UNLIKELY(site == 0)) return false;
     if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
-    __typeof__(c->nursery->slot[0][0]) *w = c->nursery->slot[nursery_set(key)];
-    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
-    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
-    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
-    if (OT_UNLIKELY(way < 0 || k0 == key || k1 == key)) {
+    nursery_way_t *w = free_way(c, key);
+    if (OT_UNLIKELY(w == NULL)) {
         ot_live_record_host_sited(c, key, size, site);
         return true;
     }
-    atomic_store_explicit(&w[way].val, ot_pack(size, OT_KIND_HOST, site), memory_order_relaxed);
-    atomic_store_explicit(&w[way].key, key, memory_order_release);
-    if (OT_UNLIKELY(atomic_load_explicit(&ot_n_nurseries, memory_order_relaxed) > HINT_MIN_THREADS))
-        hint_note(key, c->nid);
+    fill_way(c, w, key, ot_pack(size, OT_KIND_HOST, site));
     count_alloc(c, OT_KIND_HOST, size);
     return true;
 }
