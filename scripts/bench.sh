@@ -227,6 +227,9 @@ PROG[live_10m]=$BB/live_10m;                   ARGS[live_10m]=10000000;         
 PROG[report_1m]=$BB/report_1m;                 ARGS[report_1m]="1000000 100000";            SINGLE[report_1m]=1
 PROG[cc1]=$CC1;                                ARGS[cc1]="-quiet -O2 $IN/big.c -o $RUN/big.s"; SINGLE[cc1]=1
 PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py $(q 150 30)"; SINGLE[python3]=1
+# python3 lays out its dicts, and so allocates, by a random hash seed unless it is fixed: a count of
+# the same script varies by 1% from run to run without it.
+ENVS[python3]=PYTHONHASHSEED=0
 PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
 # live_10m is the longest workload and its memory figure hardly varies: fewer repetitions.
@@ -318,12 +321,15 @@ done
 # difference divided by N, so start-up (ld.so, oomtrace's init) cancels out.
 ICOUNT=$RUN/icount.tsv
 : >"$ICOUNT"
-count_instructions() { # variant program args... -> prints the instruction count
+CENV=""
+count_instructions() { # variant program args... -> prints the instruction count (CENV: more VAR=value)
     local v=$1; shift
-    local env=() tmp=$RUN/cg.err
+    local env=(env) tmp=$RUN/cg.err
+    # shellcheck disable=SC2206
+    [ -n "${CENV:-}" ] && env+=($CENV)
     case $v in
-        default) env=(env LD_PRELOAD="$LIB") ;;
-        all) env=(env LD_PRELOAD="$LIB" OOMTRACE_OPTIONS=stacks=all) ;;
+        default) env+=(LD_PRELOAD="$LIB") ;;
+        all) env+=(LD_PRELOAD="$LIB" OOMTRACE_OPTIONS=stacks=all) ;;
     esac
     if [ $icount_tool = perf ]; then
         "${env[@]}" perf stat -x, -e instructions:u -o "$tmp" "$@" >/dev/null 2>&1
@@ -361,9 +367,11 @@ if [ $icount_tool != none ]; then
         [ -n "${NOTE[$w]:-}" ] && continue
         if [ $w = cc1 ]; then wargs=(-quiet -O2 "$IN/small.c" -o "$RUN/small.s"); else wargs=("$IN/alloc_heavy.py" 5); fi
         say "$w: instruction counts ($icount_tool), whole run"
+        CENV=${ENVS[$w]:-}
         for v in none default all; do
             c1=$(count_instructions $v "${PROG[$w]}" "${wargs[@]}")
             printf '%s\t%s\t0\t%s\t\t%s\n' "$w" "$v" "${c1:-nan}" "$(
+                [ -n "$CENV" ] && echo -n "$CENV "
                 case $v in default) echo -n "LD_PRELOAD=$B/liboomtrace.so " ;;
                     all) echo -n "LD_PRELOAD=$B/liboomtrace.so OOMTRACE_OPTIONS=stacks=all " ;; esac
                 echo "${PROG[$w]} ${wargs[*]}" | sed "s|$IN/|build/bench/inputs/|g; s|$RUN|/tmp/bench|g")" >>"$ICOUNT"
