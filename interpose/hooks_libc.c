@@ -195,7 +195,7 @@ static inline __attribute__((always_inline)) void *realloc_common(const char *ap
     int e = errno;
     if (q) {
         if (had) ot_live_release_host_fast((uintptr_t)p, old_val);
-        if (!ot_live_record_host_fast((uintptr_t)q, n)) ot_live_record_host((uintptr_t)q, n);
+        record(q, n);
         errno = e;
     } else if (p && n == 0 && !is_array) {
         /* glibc: realloc(p, 0) frees p and returns NULL. */
