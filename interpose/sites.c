@@ -37,7 +37,6 @@ static inline void counts_read(counts_t *c, sum_t *sum)
 typedef ot_site_t site_t; /* sites_fast.h: the owner's counting is inlined where blocks are recorded */
 
 _Atomic(site_t *) ot_site_chunks[MAX_CHUNKS];
-#define chunks ot_site_chunks
 typedef struct {
     _Atomic(_Atomic uint32_t *) slots;
     _Atomic uint32_t used;
@@ -75,18 +74,16 @@ static uint64_t hash_stack(const uintptr_t *ips, unsigned depth, unsigned kind, 
     return h ? h : 1;
 }
 
-#define site_of ot_site_of
-
 static site_t *site_slot(uint32_t id, bool create)
 {
     uint32_t c = id >> CHUNK_SHIFT;
     if (c >= MAX_CHUNKS) return NULL;
-    site_t *chunk = atomic_load_explicit(&chunks[c], memory_order_acquire);
+    site_t *chunk = atomic_load_explicit(&ot_site_chunks[c], memory_order_acquire);
     if (!chunk && create) {
         site_t *fresh = ot_mmap(sizeof(site_t) * CHUNK_SITES);
         if (!fresh) return NULL;
         site_t *expected = NULL;
-        if (atomic_compare_exchange_strong(&chunks[c], &expected, fresh)) chunk = fresh;
+        if (atomic_compare_exchange_strong(&ot_site_chunks[c], &expected, fresh)) chunk = fresh;
         else {
             ot_munmap(fresh, sizeof(site_t) * CHUNK_SITES);
             chunk = expected;
@@ -195,8 +192,6 @@ uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, in
     return 0;
 }
 
-#define raise_site_peak ot_site_raise_peak
-
 /* Adds counts to a site's shared counters and raises its peak to the live bytes that makes. */
 static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc)
 {
@@ -204,7 +199,7 @@ static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t 
     if (lc) atomic_fetch_add_explicit(&s->shared.live_count, lc, memory_order_relaxed);
     if (tb) atomic_fetch_add_explicit(&s->shared.total_bytes, tb, memory_order_relaxed);
     if (tc) atomic_fetch_add_explicit(&s->shared.total_count, tc, memory_order_relaxed);
-    if (lb > 0) raise_site_peak(s, now + get_i(&s->own.live_bytes));
+    if (lb > 0) ot_site_raise_peak(s, now + get_i(&s->own.live_bytes));
 }
 
 /* ---- the owner thread's counts
@@ -218,20 +213,19 @@ static inline __attribute__((always_inline)) void shared_add(site_t *s, int64_t 
  * child of another thread does not own them). */
 static _Atomic int owner_taken;
 OT_TLS int ot_site_owner; /* 0: not asked yet, 1: this thread owns them, 2: another thread does */
-#define t_owner ot_site_owner
 
 static OT_NOINLINE bool claim_owner(void)
 {
     int expected = 0;
     bool mine = atomic_compare_exchange_strong(&owner_taken, &expected, 1);
     /* A handler that claimed in between has decided already. */
-    if (!t_owner) t_owner = mine ? 1 : 2;
-    return t_owner == 1;
+    if (!ot_site_owner) ot_site_owner = mine ? 1 : 2;
+    return ot_site_owner == 1;
 }
 
 static inline bool owner(void)
 {
-    int o = t_owner;
+    int o = ot_site_owner;
     return OT_LIKELY(o != 0) ? o == 1 : claim_owner();
 }
 
@@ -239,9 +233,6 @@ bool ot_sites_owned_here(void)
 {
     return owner();
 }
-
-/* shared_add for the owner thread, on its own counters (sites_fast.h). */
-#define owner_add ot_site_owner_add
 
 /* ---- per-thread pending counts
  * A site's counters are shared: threads that allocate at the same call site at once (workers
@@ -273,7 +264,6 @@ typedef struct pend {
 } pend_t;
 static _Atomic(pend_t *) all_pends;
 _Atomic uint32_t ot_site_n_pends; /* blocks ever attached: threads that counted at sites */
-#define n_pends ot_site_n_pends
 static OT_TLS pend_t *t_pend;
 
 size_t ot_sites_pend_bytes(void) { return sizeof(pend_t); }
@@ -291,7 +281,7 @@ static inline void entry_clear(pend_entry_t *e)
 static void pend_flush(pend_entry_t *e)
 {
     uint32_t id = atomic_load_explicit(&e->site, memory_order_relaxed);
-    site_t *s = id ? site_of(id) : NULL;
+    site_t *s = id ? ot_site_of(id) : NULL;
     if (!s) return;
     sum_t m = {0};
     counts_read(&e->c, &m);
@@ -308,7 +298,7 @@ static void pend_release(pend_entry_t *e)
     if (!id) return;
     pend_flush(e);
     atomic_store_explicit(&e->site, 0, memory_order_release);
-    site_t *s = site_of(id);
+    site_t *s = ot_site_of(id);
     if (s) atomic_fetch_sub_explicit(&s->pending, 1, memory_order_relaxed);
 }
 
@@ -338,8 +328,8 @@ static inline __attribute__((always_inline)) void note_high(pend_entry_t *e, uin
     int64_t live = get_i(&e->c.live_bytes);
     if (OT_LIKELY(live <= e->high)) return;
     e->high = live;
-    site_t *s = site_of(id);
-    if (s) raise_site_peak(s, live + get_i(&s->shared.live_bytes) + get_i(&s->own.live_bytes));
+    site_t *s = ot_site_of(id);
+    if (s) ot_site_raise_peak(s, live + get_i(&s->shared.live_bytes) + get_i(&s->own.live_bytes));
 }
 
 /* Adds to an entry; true when its live bytes got a step from zero (the caller moves them). */
@@ -392,7 +382,7 @@ static inline __attribute__((always_inline)) void mark_estimated(site_t *s, bool
 static OT_NOINLINE void count_miss(pend_t *p, uint32_t id, int64_t lb, int64_t lc, uint64_t tb, uint64_t tc,
                                    bool estimated)
 {
-    site_t *s = site_of(id);
+    site_t *s = ot_site_of(id);
     if (s) {
         mark_estimated(s, estimated);
         pend_entry_t *e = pend_hit(p, id);
@@ -418,12 +408,12 @@ static inline __attribute__((always_inline)) void count(uint32_t id, int64_t lb,
 {
     pend_t *p = t_pend;
     /* With one thread there is nobody to share a site's line with: count at the site. */
-    if (atomic_load_explicit(&n_pends, memory_order_relaxed) < 2 || OT_UNLIKELY(p == NULL) ||
+    if (atomic_load_explicit(&ot_site_n_pends, memory_order_relaxed) < 2 || OT_UNLIKELY(p == NULL) ||
         OT_UNLIKELY(p->busy)) {
-        site_t *s = site_of(id);
+        site_t *s = ot_site_of(id);
         if (OT_UNLIKELY(s == NULL)) return;
         mark_estimated(s, estimated);
-        if (owner()) owner_add(s, lb, lc, tb, tc);
+        if (owner()) ot_site_owner_add(s, lb, lc, tb, tc);
         else shared_add(s, lb, lc, tb, tc);
         return;
     }
@@ -468,7 +458,7 @@ void ot_sites_attach(void *mem)
     if (!p) return;
     if (!p->registered) {
         p->registered = 1;
-        atomic_fetch_add_explicit(&n_pends, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ot_site_n_pends, 1, memory_order_relaxed);
         p->next = atomic_load_explicit(&all_pends, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(&all_pends, &p->next, p, memory_order_release,
                                                       memory_order_relaxed)) {
@@ -549,7 +539,7 @@ void ot_sites_reset_for_test(void)
         atomic_store(&levels[l].used, 0);
     }
     for (unsigned c = 0; c < MAX_CHUNKS; c++) {
-        site_t *chunk = atomic_exchange(&chunks[c], NULL);
+        site_t *chunk = atomic_exchange(&ot_site_chunks[c], NULL);
         if (chunk) ot_munmap(chunk, sizeof(site_t) * CHUNK_SITES);
     }
     atomic_store(&next_id, 1);

@@ -632,9 +632,8 @@ static inline uint64_t rule_for(uintptr_t ip)
  * may ignore a different rbp in frame 0 where no frame of the walk computes its CFA from it
  * (build_checks: matters0); joins keep the per-frame rule. */
 
-/* The thread's walk cache and the dlclose generation (unwind_fast.h). */
-#define t_walk ot_walk_cache
-#define g_code_gen ot_code_gen
+/* The thread's walk cache (its types are in unwind_fast.h, where the allocation path's noted-stack
+ * test reads them) and the dlclose generation. */
 OT_TLS walk_t *ot_walk_cache;
 uint32_t ot_code_gen;
 static uint64_t g_fallbacks;
@@ -654,7 +653,7 @@ void ot_unwind_attach(void *mem, size_t bytes)
         }
         w->busy = 0;
     }
-    t_walk = w;
+    ot_walk_cache = w;
 }
 
 /* The checks of the steps from frame t to t + 1 for t in [from, to), appended at b->chk[c]; frames
@@ -785,7 +784,6 @@ static void verify_checks(const wbuf_t *b)
 }
 #endif
 
-
 /* Frames old->f[j..] checked against the stack (frame j itself is already known to hold);
  * returns how many hold, from j on. */
 static inline unsigned validate(const wbuf_t *old, unsigned j)
@@ -793,7 +791,6 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     unsigned c = (unsigned)(first_failing(old, old->first[j]) - old->chk);
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
-
 
 /* Seven bits of (ip, sp), never 0: memo_find compares all buffers' tags at once. */
 static inline uint8_t key_tag(uintptr_t ip, uintptr_t sp)
@@ -832,13 +829,12 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
     w->busy = 0;
 }
 
-
 /* Only the owning thread reads or writes notes; a signal handler that walks in between replaces the
  * buffer (new gen, note cleared) or leaves it alone, so a note is only ever taken for its own walk.
  * The site is written before the key that validates it. */
 void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
 {
-    walk_t *w = t_walk;
+    walk_t *w = ot_walk_cache;
     if (!w || !walk || !tag || !value || w->busy) return;
     wbuf_t *b = &w->buf[w->order[0]];
     if (b->gen != walk) return;
@@ -846,7 +842,6 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     b->note_key = note_key(walk, tag);
 }
-
 
 /* A remembered walk that is this very stack: its place in the order, or -1. The tags leave only
  * the buffers whose frame 0 may be equal. A program that allocates from a few stacks in turn
@@ -899,7 +894,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     unsigned n = 0, raw = 0, j = 0, steps = 0, skip0 = skip;
     uint32_t cut = 0;
     uint32_t code_gen = 0;
-    walk_t *w = t_walk;
+    walk_t *w = ot_walk_cache;
     const wbuf_t *old = NULL;
     wbuf_t *nw = NULL;
     joined_t jn = {0};
@@ -909,7 +904,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees busy before we touch the buffers */
         old = &w->buf[w->order[0]];
         nw = &w->buf[w->order[w->nbufs - 1]];
-        code_gen = __atomic_load_n(&g_code_gen, __ATOMIC_ACQUIRE);
+        code_gen = __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE);
         if (!old->n || old->code_gen != code_gen) old = NULL;
         /* The very same stack as one remembered (a loop, or a few stacks in turn): emit it, keep
          * the buffers, walk nothing. */
@@ -1037,7 +1032,7 @@ void ot_unwind_flush(void)
      * the clear see an entry that fails its xor check (a miss), never a stale rule. */
     for (unsigned i = 0; i < (1u << RC_SET_BITS); i++)
         for (unsigned w = 0; w < RC_WAYS; w++) rc_put(&g_rc[i].way[w], 0, 0);
-    __atomic_fetch_add(&g_code_gen, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&ot_code_gen, 1, __ATOMIC_RELEASE);
     (void)mods_rebuild();
 }
 
@@ -1055,7 +1050,7 @@ void ot_unwind_atfork_child(void)
 
 unsigned ot_unwind_last_stepped(void)
 {
-    return t_walk ? t_walk->stepped : 0;
+    return ot_walk_cache ? ot_walk_cache->stepped : 0;
 }
 
 unsigned ot_unwind_rule_set_for_test(uintptr_t ip)
