@@ -465,6 +465,13 @@ void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t 
     record_body(origin, key, size, OT_KIND_HOST, -1);
 }
 
+/* A site's counts for a block of weight w that stops being live: by the owner thread inline
+ * (sites_fast.h), else by sites.c. */
+static inline __attribute__((always_inline)) void site_free(uint32_t site, uint64_t w)
+{
+    if (!ot_sites_owner_count(site, -(int64_t)w, -1, 0, 0)) ot_sites_on_free(site, w);
+}
+
 /* A record taken out (it was live until now) counted as freed, on the counters of c (this thread's,
  * or NULL once it has released them). */
 static inline __attribute__((always_inline)) void account_free_on(thread_counters_t *c, uint64_t key, uint64_t val,
@@ -480,7 +487,7 @@ static inline __attribute__((always_inline)) void account_free_on(thread_counter
         atomic_fetch_add_explicit(&gone_counters[kind].freed_bytes, size, memory_order_relaxed);
         atomic_fetch_add_explicit(&gone_counters[kind].freed_count, 1, memory_order_relaxed);
     }
-    if (site) ot_sites_on_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
+    if (site) site_free(site, full_stack_for(size, kind) ? size : sample_weight(size));
     if (size_out) *size_out = size;
     if (kind_out) *kind_out = kind;
 }
@@ -495,12 +502,12 @@ OT_NOINLINE void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64
     account_free_on(c, key, val, NULL, NULL);
 }
 
+/* account_free_on for a record that account_taken found to be a stacks=all host record, neither
+ * huge nor sampled: its kind and its site's weight (the size) are known. */
 OT_NOINLINE void ot_live_account_site_free(thread_counters_t *c, uint64_t val)
 {
-    uint64_t size = ot_unpack_size(val);
-    uint32_t site = ot_unpack_site(val);
-    count_free(c, OT_KIND_HOST, size);
-    if (!ot_sites_owner_count(site, -(int64_t)size, -1, 0, 0)) ot_sites_on_free(site, size);
+    count_free(c, OT_KIND_HOST, ot_unpack_size(val));
+    site_free(ot_unpack_site(val), ot_unpack_size(val));
 }
 
 static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)

@@ -250,8 +250,8 @@ static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const 
 
 /* A taken record of this thread's (c) with a site, or huge, or not host. */
 void ot_live_account_free(thread_counters_t *c, uint64_t key, uint64_t val);
-/* The same for a host record of stacks=all, neither huge nor sampled: the site counted at full size
- * (the owner's inline, sites_fast.h). Out of line, so that default mode's free keeps its registers. */
+/* The same for a host record of stacks=all, neither huge nor sampled (the common free of that
+ * mode): out of line, so that default mode's free keeps its registers. */
 void ot_live_account_site_free(thread_counters_t *c, uint64_t val);
 
 /* A record taken out of this thread's nursery (or, realloc, from wherever it was) accounted as
