@@ -5,9 +5,6 @@
 #include "internal.h"
 #include "sites_fast.h"
 
-#define CHUNK_SHIFT OT_SITE_CHUNK_SHIFT
-#define CHUNK_SITES OT_SITE_CHUNK_SITES
-#define MAX_CHUNKS OT_SITE_MAX_CHUNKS
 /* The index starts at 64 Ki slots (256 KiB) and adds levels 4x larger when 70% full, so small
  * programs map little (their address space may be capped with RLIMIT_AS) and big ones still fit. */
 #define INDEX_LEVELS 4
@@ -36,7 +33,7 @@ static inline void counts_read(counts_t *c, sum_t *sum)
 
 typedef ot_site_t site_t; /* sites_fast.h: the owner's counting is inlined where blocks are recorded */
 
-_Atomic(site_t *) ot_site_chunks[MAX_CHUNKS];
+_Atomic(site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS];
 typedef struct {
     _Atomic(_Atomic uint32_t *) slots;
     _Atomic uint32_t used;
@@ -76,20 +73,20 @@ static uint64_t hash_stack(const uintptr_t *ips, unsigned depth, unsigned kind, 
 
 static site_t *site_slot(uint32_t id, bool create)
 {
-    uint32_t c = id >> CHUNK_SHIFT;
-    if (c >= MAX_CHUNKS) return NULL;
+    uint32_t c = id >> OT_SITE_CHUNK_SHIFT;
+    if (c >= OT_SITE_MAX_CHUNKS) return NULL;
     site_t *chunk = atomic_load_explicit(&ot_site_chunks[c], memory_order_acquire);
     if (!chunk && create) {
-        site_t *fresh = ot_mmap(sizeof(site_t) * CHUNK_SITES);
+        site_t *fresh = ot_mmap(sizeof(site_t) * OT_SITE_CHUNK_SITES);
         if (!fresh) return NULL;
         site_t *expected = NULL;
         if (atomic_compare_exchange_strong(&ot_site_chunks[c], &expected, fresh)) chunk = fresh;
         else {
-            ot_munmap(fresh, sizeof(site_t) * CHUNK_SITES);
+            ot_munmap(fresh, sizeof(site_t) * OT_SITE_CHUNK_SITES);
             chunk = expected;
         }
     }
-    return chunk ? &chunk[id & (CHUNK_SITES - 1)] : NULL;
+    return chunk ? &chunk[id & (OT_SITE_CHUNK_SITES - 1)] : NULL;
 }
 
 static _Atomic uint32_t *get_level(unsigned l, bool create)
@@ -538,9 +535,9 @@ void ot_sites_reset_for_test(void)
         if (idx) ot_munmap((void *)idx, sizeof(uint32_t) << level_bits(l));
         atomic_store(&levels[l].used, 0);
     }
-    for (unsigned c = 0; c < MAX_CHUNKS; c++) {
+    for (unsigned c = 0; c < OT_SITE_MAX_CHUNKS; c++) {
         site_t *chunk = atomic_exchange(&ot_site_chunks[c], NULL);
-        if (chunk) ot_munmap(chunk, sizeof(site_t) * CHUNK_SITES);
+        if (chunk) ot_munmap(chunk, sizeof(site_t) * OT_SITE_CHUNK_SITES);
     }
     atomic_store(&next_id, 1);
     /* Pending counts name sites that are gone now. */
