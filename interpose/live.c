@@ -420,10 +420,11 @@ counted:
     count_alloc(c, kind, size);
 }
 
-/* The body of ot_live_record_from, and of its host-only twin, where kind and device are constants
- * (the malloc family: the note tag, the stack policy and the nursery test fold away). */
+/* The body of ot_live_record_from, and of its host-only twins, where kind and device are constants
+ * (the malloc family: the note tag, the stack policy and the nursery test fold away). noted_failed:
+ * the caller already asked the walker for a noted stack and got none. */
 static inline __attribute__((always_inline)) void record_body(const ot_origin_t *origin, uint64_t key, uint64_t size,
-                                                              unsigned kind, int device)
+                                                              unsigned kind, int device, bool noted_failed)
 {
     thread_counters_t *c = counters();
     if (OT_UNLIKELY(!c)) return;
@@ -443,7 +444,8 @@ static inline __attribute__((always_inline)) void record_body(const ot_origin_t 
          * site noted for it. That probe and the site's counters allocate nothing and leave errno
          * alone, so only a walk needs the recursion guard and errno kept. */
         uint32_t tag = ot_opt.stacks != OT_STACKS_NONE ? ot_note_tag(kind, device) : 0;
-        if (!tag || !(site = ot_live_noted(origin, tag))) site = site_by_walk(c, origin, tag, kind, device);
+        if (!tag || noted_failed || !(site = ot_live_noted(origin, tag)))
+            site = site_by_walk(c, origin, tag, kind, device);
         if (site && !(full && ot_sites_owner_count(site, (int64_t)size, 1, size, 1)))
             ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }
@@ -457,12 +459,17 @@ OT_NOINLINE void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, u
 
 void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
 {
-    record_body(origin, key, size, kind, device);
+    record_body(origin, key, size, kind, device, false);
 }
 
 void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size)
 {
-    record_body(origin, key, size, OT_KIND_HOST, -1);
+    record_body(origin, key, size, OT_KIND_HOST, -1, false);
+}
+
+OT_NOINLINE void ot_live_record_host_unnoted(const ot_origin_t *origin, uint64_t key, uint64_t size)
+{
+    record_body(origin, key, size, OT_KIND_HOST, -1, true);
 }
 
 /* A site's counts for a block of weight w that stops being live: by the owner thread inline

@@ -222,21 +222,27 @@ static inline __attribute__((always_inline)) uint32_t ot_live_noted(const ot_ori
 #endif
 }
 
-/* Records a host block whose call site is known (counted there already), wherever it goes: the
- * out-of-line rest of ot_live_record_all_fast. */
+/* The out-of-line rests of ot_live_record_all_fast: a host block whose call site is known (counted
+ * there already), wherever it goes; and one whose stack is not the noted one, walked without asking
+ * the walker that again. */
 void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site);
+void ot_live_record_host_unnoted(const ot_origin_t *origin, uint64_t key, uint64_t size);
 
-/* A host malloc under stacks=all in the common case: the stack is the thread's last walk with its
- * call site noted. The site is counted (inline by its owner thread, sites_fast.h) and the block
- * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Returns
- * false, having changed nothing, for every other case: the caller then calls ot_live_record. */
+/* A host malloc under stacks=all. In the common case the stack is the thread's last walk with its
+ * call site noted: the site is counted (inline by its owner thread, sites_fast.h) and the block
+ * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Any
+ * other stack goes to ot_live_record_host_unnoted. Returns false, having changed nothing, for a
+ * thread without a nursery or a huge block: the caller then calls ot_live_record. */
 static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const ot_origin_t *origin, uint64_t key,
                                                                           uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
     if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL)) return false;
     uint32_t site = ot_live_noted(origin, ot_note_tag(OT_KIND_HOST, -1));
-    if (OT_UNLIKELY(site == 0)) return false;
+    if (OT_UNLIKELY(site == 0)) {
+        ot_live_record_host_unnoted(origin, key, size);
+        return true;
+    }
     if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
     nursery_way_t *w = free_way(c, key);
     if (OT_UNLIKELY(w == NULL)) {
