@@ -1,8 +1,9 @@
-/* The owner thread's call-site counting (sites.c), inlined into the allocation and free paths of
- * stacks=all: a process with one counting thread adds to the site's owner counters without a call.
- * Every other case (other threads, pending counts, sampled blocks, a thread that has not asked
- * whether it owns them) goes to ot_sites_on_alloc / ot_sites_on_free, which do the same for the
- * owner. sites.c owns these structures; only it and live_fast.h include this. */
+/* The owner thread's call-site counting (sites.c), inlined into live.c's record and free paths: a
+ * process with one counting thread adds to the site's owner counters without a call. Every other
+ * case (other threads, pending counts, a sampled allocation, which marks its site estimated, a
+ * thread that has not asked yet whether it owns them) goes to ot_sites_on_alloc / ot_sites_on_free,
+ * which do the same for the owner. sites.c owns these structures; only it and live_fast.h include
+ * this. */
 #ifndef OOMTRACE_SITES_FAST_H
 #define OOMTRACE_SITES_FAST_H
 
@@ -90,8 +91,9 @@ static inline __attribute__((always_inline)) void ot_site_owner_add(ot_site_t *s
     if (lb > 0) ot_site_raise_peak(s, now + atomic_load_explicit(&s->shared.live_bytes, memory_order_relaxed));
 }
 
-/* The owner thread, while it is the only thread that counts at sites, counting a block of its full
- * size: true once counted, false (nothing done) for the caller's ot_sites_on_alloc/on_free. */
+/* The owner thread, while it is the only thread that counts at sites, counting a block that is not
+ * a sampled allocation: true once counted, false (nothing done) for the caller's
+ * ot_sites_on_alloc / ot_sites_on_free. */
 static inline __attribute__((always_inline)) bool ot_sites_owner_count(uint32_t id, int64_t lb, int64_t lc, uint64_t tb,
                                                                         uint64_t tc)
 {
