@@ -103,6 +103,9 @@ typedef struct {
     uint64_t capacity;     /* slots over all generations */
     uint64_t mapped_bytes; /* bytes currently mapped (RSS upper bound) */
     unsigned generations;
+    /* Migration passes over a chunk: closing its EMPTY and TOMB slots (an operation older than the
+     * migration was in flight), or only reading them. */
+    uint64_t closing_passes, reading_passes;
 } ot_table_stats_t;
 void ot_table_stats(ot_table_stats_t *st);
 void ot_table_reset_for_test(void); /* unit tests only: drop everything */
