@@ -92,6 +92,9 @@ bool ot_table_insert(uint64_t key, uint64_t val);        /* false only if out of
 int ot_table_insert_replace(uint64_t key, uint64_t val, uint64_t *old);
 bool ot_table_remove(uint64_t key, uint64_t *val_out);   /* false: key unknown */
 bool ot_table_lookup(uint64_t key, uint64_t *val_out);
+/* A hint that key will soon be inserted or looked up: starts fetching its line. Never faults, never
+ * waits, safe anywhere (a stale view of the table only wastes the fetch). */
+void ot_table_prefetch(uint64_t key);
 /* Replace the value of a present key (used by realloc-in-place). */
 bool ot_table_update(uint64_t key, uint64_t val);
 typedef void (*ot_table_visit_fn)(uint64_t key, uint64_t val, void *ctx);

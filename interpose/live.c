@@ -280,6 +280,10 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
     } else {
         way = (int)(c->evict_turn++ & 1);
         if (!evict_way(w, way)) return false;
+        /* The other way goes to the table at one of this set's next evictions, a set's worth of
+         * allocations from now: its line will be waiting in the cache. */
+        uint64_t next = atomic_load_explicit(&w[way ^ 1].key, memory_order_relaxed);
+        if (next) ot_table_prefetch(next & ~MOVING);
     }
     fill_way(c, &w[way], key, val);
     return true;

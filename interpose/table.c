@@ -148,6 +148,9 @@ static uint64_t g_epoch = 1;
 static uint64_t g_ids;
 static uint64_t g_mapped, g_slots, g_gens; /* for stats */
 static uint64_t g_closing_passes, g_reading_passes;
+/* The root's slots and capacity for ot_table_prefetch, set whenever the root changes. */
+static slot_t *g_pf_slots;
+static uint64_t g_pf_cap;
 
 /* ------------------------------------------------------------------ per-thread records */
 #define RECS 63
@@ -296,11 +299,20 @@ static void gen_free(gen_t *g, bool keep)
     errno = saved;
 }
 
+static void set_prefetch(const gen_t *g)
+{
+    __atomic_store_n(&g_pf_cap, g ? g->cap : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_pf_slots, g ? slots(g) : NULL, __ATOMIC_RELAXED);
+}
+
 static OT_NOINLINE gen_t *create_root(void)
 {
     gen_t *g = gen_new(0), *exp = NULL;
     if (!g) return NULL;
-    if (__atomic_compare_exchange_n(&g_root, &exp, g, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) return g;
+    if (__atomic_compare_exchange_n(&g_root, &exp, g, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+        set_prefetch(g);
+        return g;
+    }
     gen_free(g, true); /* never published: nobody can hold it */
     return exp;
 }
@@ -369,6 +381,7 @@ static void advance_root(gen_t *g)
 {
     gen_t *exp = g, *n = ld_next(g);
     if (!__atomic_compare_exchange_n(&g_root, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return;
+    set_prefetch(n);
     g->retire_epoch = __atomic_fetch_add(&g_epoch, 1, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&g_pending, 1, __ATOMIC_RELAXED);
     limbo_push(g);
@@ -778,6 +791,15 @@ bool ot_table_update(uint64_t key, uint64_t val)
     return is_key(key) && change(key, NULL, &val);
 }
 
+/* The pair may be torn or stale (the table migrated, even unmapped): the address is then useless,
+ * and a prefetch of it is dropped without a fault. */
+void ot_table_prefetch(uint64_t key)
+{
+    slot_t *s = __atomic_load_n(&g_pf_slots, __ATOMIC_RELAXED);
+    uint64_t cap = __atomic_load_n(&g_pf_cap, __ATOMIC_RELAXED);
+    if (s) __builtin_prefetch(&s[home(key, cap)], 1, 3);
+}
+
 bool ot_table_lookup(uint64_t key, uint64_t *val_out)
 {
     if (!is_key(key)) return false;
@@ -834,6 +856,7 @@ void ot_table_stats(ot_table_stats_t *st)
 void ot_table_reset_for_test(void)
 {
     gen_t *g = __atomic_exchange_n(&g_root, NULL, __ATOMIC_SEQ_CST);
+    set_prefetch(NULL);
     while (g) {
         gen_t *n = g->next;
         gen_free(g, false);
