@@ -102,7 +102,8 @@ static inline void read16(slot_t *s, uint64_t *k, uint64_t *v)
 #define CHUNK 512u                  /* slots per unit of migration work */
 #define FILL_PCT 55                 /* load right after a migration: 16 / 0.55 = 29 bytes per key */
 #define GROW_PCT 80                 /* used (live + TOMB) at which a table migrates */
-#define SHRINK_PCT 20               /* live below which it migrates to a smaller one */
+#define SHRINK_PCT 20               /* live below which it migrates to a smaller one once live holds */
+#define SHRINK_LOW_PCT 5            /* live below which it migrates to a smaller one anyway */
 #define SHRINK_EVERY 1024u          /* removes per thread between shrink checks */
 #define LONG_PROBE 1024u
 
@@ -117,6 +118,7 @@ typedef struct gen {
     uint64_t done;                  /* chunks done (each counted once, by the helper that set its bit) */
     uint64_t grace_epoch;           /* set with next: epoch after the migration began (0: not yet) */
     uint64_t grace_ok;              /* no operation older than grace_epoch is left */
+    uint64_t shrink_prev;           /* live at the last shrink check + 1 (0: none yet) */
 } gen_t;
 _Static_assert(sizeof(gen_t) <= HDR, "gen_t must fit in front of the slots");
 
@@ -741,12 +743,20 @@ bool ot_table_insert(uint64_t key, uint64_t val)
     return ot_table_insert_replace(key, val, NULL) >= 0;
 }
 
+/* A shrink moves every live key, so it waits while the live count is still falling fast (a program
+ * freeing a large structure, or everything at exit): shrinking at 20% and again and again on the
+ * way down would move most keys several times. Below SHRINK_LOW_PCT, or once the count holds
+ * (fell by less than a quarter of a check's removes since the last check), it shrinks. */
 static OT_NOINLINE void shrink_check(void)
 {
     ts.removes = 0;
     gen_t *g = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
-    if (g && !ld_next(g) && g->map_bytes > MIN_MAP && (uint64_t)live_sum() < g->cap * SHRINK_PCT / 100)
-        start_migration(g);
+    if (!g || ld_next(g) || g->map_bytes <= MIN_MAP) return;
+    int64_t l = live_sum();
+    uint64_t live = l > 0 ? (uint64_t)l : 0;
+    uint64_t prev = __atomic_exchange_n(&g->shrink_prev, live + 1, __ATOMIC_RELAXED);
+    bool falling = prev > live + 1 + SHRINK_EVERY / 4;
+    if (live < g->cap * SHRINK_LOW_PCT / 100 || (live < g->cap * SHRINK_PCT / 100 && !falling)) start_migration(g);
 }
 
 /* Remove (nv == NULL) or update k. The owner is the only writer of (k, *) besides migrators. */

@@ -461,6 +461,57 @@ static void *walk_writer(void *arg)
     return NULL;
 }
 
+/* ------------------------------------------------------------------ shrinking
+ * A shrink moves every live key, so it waits while the live count is still falling fast (freeing
+ * a big structure, or everything at exit) and happens once the count holds, or below 5%. */
+static void settle(void)
+{
+    uint64_t v;
+    for (int i = 0; i < 100000 && stats().generations > 1; i++) ot_table_lookup(1, &v);
+}
+
+TEST(shrink_waits_while_falling)
+{
+    ot_table_reset_for_test();
+    const uint64_t base = 0x7f3500000000ull, n = 200000, keep = n / 8;
+    for (uint64_t i = 0; i < n; i++) EXPECT(ot_table_insert(base + i * 32, i));
+    settle();
+    ot_table_stats_t st0 = stats();
+    ASSERT(st0.generations == 1);
+    double ratio = (double)keep / (double)st0.capacity;
+    ASSERT(ratio > 0.05 && ratio < 0.20); /* between the two shrink thresholds */
+    for (uint64_t i = keep; i < n; i++) EXPECT(ot_table_remove(base + i * 32, NULL));
+    settle();
+    ot_table_stats_t st1 = stats();
+    printf("  %lu live in %lu slots after a fast fall (%lu before)\n", (unsigned long)st1.live,
+           (unsigned long)st1.capacity, (unsigned long)st0.capacity);
+    EXPECT_EQ_U(st1.capacity, st0.capacity); /* still falling at every check: no shrink yet */
+    for (uint64_t i = 0; i < 8 * 1024; i++) { /* the count holds */
+        EXPECT(ot_table_insert(base + (n + i) * 32, i));
+        EXPECT(ot_table_remove(base + (n + i) * 32, NULL));
+    }
+    settle();
+    ot_table_stats_t st2 = stats();
+    printf("  %lu slots once the count held\n", (unsigned long)st2.capacity);
+    EXPECT(st2.capacity < st0.capacity / 2);
+    EXPECT_EQ_U(st2.live, keep);
+    uint64_t v, bad = 0;
+    for (uint64_t i = 0; i < keep; i++)
+        if (!ot_table_lookup(base + i * 32, &v) || v != i) bad++;
+    EXPECT_EQ_U(bad, 0);
+    ot_table_reset_for_test();
+    /* A fall below 5% shrinks even while the count is still falling. */
+    for (uint64_t i = 0; i < n; i++) EXPECT(ot_table_insert(base + i * 32, i));
+    settle();
+    st0 = stats();
+    for (uint64_t i = n / 100; i < n; i++) EXPECT(ot_table_remove(base + i * 32, NULL));
+    settle();
+    st1 = stats();
+    printf("  %lu slots after a fast fall to 1%% (%lu before)\n", (unsigned long)st1.capacity, (unsigned long)st0.capacity);
+    EXPECT(st1.capacity < st0.capacity / 4);
+    ot_table_reset_for_test();
+}
+
 /* ------------------------------------------------------------------ grace period
  * A migration may leave EMPTY and TOMB slots unclosed only once no operation that began before it
  * is still in flight (such an insert may have looked at the old table only). A thread parked inside
@@ -597,4 +648,4 @@ TEST(bench)
 }
 
 TEST_MAIN(single_thread_semantics, address_space_limit, growth_to_10m_and_back, threads_stress,
-          walk_concurrent_with_writers, grace_period, bench)
+          walk_concurrent_with_writers, grace_period, shrink_waits_while_falling, bench)
