@@ -354,30 +354,9 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     return found;
 }
 
-/* ot_sites_intern with a one-entry per-thread cache in front: comparing a stack is cheaper than
- * hashing it and probing the shared index. */
-static uint32_t intern_cached(thread_counters_t *c, const uintptr_t *ips, unsigned depth, unsigned kind, int device)
-{
-    if (c->last_site && c->last_depth == depth && c->last_kind == kind && c->last_device == device) {
-        unsigned i = 0;
-        while (i < depth && c->last_ips[i] == ips[i]) i++;
-        if (i == depth) return c->last_site;
-    }
-    uint32_t site = ot_sites_intern(ips, depth, kind, device);
-    if (site) {
-        for (unsigned i = 0; i < depth; i++) c->last_ips[i] = ips[i];
-        c->last_depth = depth;
-        c->last_kind = kind;
-        c->last_device = device;
-        c->last_site = site;
-    }
-    return site;
-}
-
 /* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
  * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
-static OT_NOINLINE uint32_t site_by_walk(thread_counters_t *c, const ot_origin_t *origin, uint32_t tag,
-                                         unsigned kind, int device)
+static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag, unsigned kind, int device)
 {
     /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
     int e = errno;
@@ -390,12 +369,12 @@ static OT_NOINLINE uint32_t site_by_walk(thread_counters_t *c, const ot_origin_t
         if (note.hit) {
             site = note.value;
         } else {
-            site = intern_cached(c, ips, depth, kind, device);
+            site = ot_sites_intern(ips, depth, kind, device);
             if (site) ot_unwind_note_set(note.walk, note.tag, site);
         }
     } else {
         static const uintptr_t none[1];
-        site = intern_cached(c, none, 0, kind, device);
+        site = ot_sites_intern(none, 0, kind, device);
     }
     ot_in_hook--;
     errno = e;
@@ -449,7 +428,7 @@ static inline __attribute__((always_inline)) void record_body(const ot_origin_t 
          * alone, so only a walk needs the recursion guard and errno kept. */
         uint32_t tag = ot_opt.stacks != OT_STACKS_NONE ? ot_note_tag(kind, device) : 0;
         if (!tag || noted_failed || !(site = ot_live_noted(origin, tag)))
-            site = site_by_walk(c, origin, tag, kind, device);
+            site = site_by_walk(origin, tag, kind, device);
         if (site && !(full && ot_sites_owner_count(site, (int64_t)size, 1, size, 1)))
             ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }

@@ -33,10 +33,6 @@ typedef struct thread_counters {
     _Atomic int in_use;
     struct nursery *nursery;
     uint32_t nid;
-    /* The last stack this thread interned: loops allocate from the same stack over and over. */
-    uint32_t last_site, last_depth, last_kind;
-    int32_t last_device;
-    uintptr_t last_ips[OT_MAX_FRAMES];
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
     void *sites_pend;          /* pending call-site counts (sites.c), kept with the block */
     uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
