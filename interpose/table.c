@@ -126,8 +126,14 @@ typedef struct gen {
 _Static_assert(sizeof(gen_t) <= HDR, "gen_t must fit in front of the slots");
 
 static inline slot_t *slots(const gen_t *g) { return (slot_t *)((char *)g + HDR); }
-/* One bit per chunk, set when a pass over the chunk found every slot final. */
-static inline uint64_t *chunk_bits(const gen_t *g) { return (uint64_t *)(slots(g) + g->cap); }
+/* One bit per chunk after the slots, set when a pass over the chunk found every slot final. */
+static inline uint64_t *chunk_word(const gen_t *g, uint64_t c) { return (uint64_t *)(slots(g) + g->cap) + c / 64; }
+static inline bool chunk_is_done(const gen_t *g, uint64_t c)
+{
+    return (__atomic_load_n(chunk_word(g, c), __ATOMIC_ACQUIRE) >> (c % 64)) & 1;
+}
+/* Whole slots that the chunk bits of a table of cap slots take (a bound: it counts a chunk more). */
+static inline uint64_t bits_slots(uint64_t cap) { return ((cap / CHUNK + 1) / 64 + 2) / 2; }
 /* Addresses in the same 256-byte granule share a home, so blocks allocated one after another
  * land in neighbouring slots (one cache miss for several inserts and frees instead of one each);
  * granules themselves are scattered by the multiplicative hash. Tagged keys (handles, small
@@ -153,7 +159,8 @@ static uint64_t g_epoch = 1;
 static uint64_t g_ids;
 static uint64_t g_mapped, g_slots, g_gens; /* for stats */
 static uint64_t g_closing_passes, g_reading_passes;
-/* The root's slots and capacity for ot_table_prefetch, set whenever the root changes. */
+/* The root's slots and capacity for ot_table_prefetch, set whenever the root changes: a copy, because
+ * the prefetch enters no operation, and reading g_root->cap could touch a table already unmapped. */
 static slot_t *g_pf_slots;
 static uint64_t g_pf_cap;
 
@@ -260,7 +267,7 @@ static int64_t live_sum(void)
 /* ------------------------------------------------------------------ table memory */
 static gen_t *gen_new(uint64_t want_slots)
 {
-    uint64_t bytes = (HDR + want_slots * sizeof(slot_t) + want_slots / 256 + 16 + 4095) & ~4095ull;
+    uint64_t bytes = (HDR + (want_slots + bits_slots(want_slots)) * sizeof(slot_t) + 4095) & ~4095ull;
     if (bytes < MIN_MAP) bytes = MIN_MAP;
     /* Churn of fresh addresses migrates a small table every few thousand inserts just to drop
      * tombstones: reusing the last one saves an mmap, its page faults and a munmap. */
@@ -278,9 +285,8 @@ static gen_t *gen_new(uint64_t want_slots)
         errno = saved;
         if (!g) return NULL;
     }
-    /* The slots, then the chunk bits: (cap / CHUNK + 1) / 64 + 1 words, in whole slots. */
-    uint64_t cap = (bytes - HDR) / sizeof(slot_t), words = (cap / CHUNK + 1) / 64 + 1;
-    g->cap = cap - (words + 1) / 2;
+    uint64_t room = (bytes - HDR) / sizeof(slot_t); /* the slots, then the chunk bits */
+    g->cap = room - bits_slots(room);
     g->map_bytes = bytes;
     g->id = __atomic_add_fetch(&g_ids, 1, __ATOMIC_RELAXED);
     g->grow_at = g->cap * GROW_PCT / 100;
@@ -396,9 +402,8 @@ static void advance_root(gen_t *g)
 /* A pass over chunk c found every slot final: the first to say so counts it. */
 static void chunk_done(gen_t *g, uint64_t c)
 {
-    uint64_t *w = &chunk_bits(g)[c / 64], bit = 1ull << (c % 64);
-    if (__atomic_load_n(w, __ATOMIC_ACQUIRE) & bit) return;
-    if (__atomic_fetch_or(w, bit, __ATOMIC_ACQ_REL) & bit) return;
+    uint64_t bit = 1ull << (c % 64);
+    if (chunk_is_done(g, c) || (__atomic_fetch_or(chunk_word(g, c), bit, __ATOMIC_ACQ_REL) & bit)) return;
     if (__atomic_add_fetch(&g->done, 1, __ATOMIC_ACQ_REL) == g->nchunks) advance_root(g);
 }
 
@@ -416,17 +421,17 @@ static bool grace_passed(gen_t *g)
 }
 
 /* ------------------------------------------------------------------ migration */
-/* Step 4 for old[i] = (FWD(j), k). Returns 1 if this call did it (and so counts the slot). */
-static int finish_fwd(gen_t *g, uint64_t i)
+/* Step 4 for old[i] = (FWD(j), k), unless someone did it already. */
+static void finish_fwd(gen_t *g, uint64_t i)
 {
     slot_t *s = &slots(g)[i];
     uint64_t j = ldkey(s) & PAYLOAD, k = ldval(s); /* FWD is final: both halves are stable */
     slot_t *t = &slots(ld_next(g))[j];
     /* PEND(i) at j can only be the winner's placement (PEND is only written into EMPTY slots),
      * so if we still see it, step 4 is not done; if the CAS fails, someone else did it. */
-    if (ldkey(t) != K_PEND(i)) return 0;
+    if (ldkey(t) != K_PEND(i)) return;
     uint64_t v = ldval(t);
-    return cas16(t, K_PEND(i), v, k, v);
+    cas16(t, K_PEND(i), v, k, v);
 }
 
 enum { PLACE_OK, PLACE_STALE, PLACE_FULL };
@@ -452,35 +457,35 @@ static int place(gen_t *n, uint64_t k, uint64_t i, uint64_t v, uint64_t *at)
 }
 
 /* Brings old[i] to a final state (close: EMPTY and TOMB slots need closing, see grace_passed).
- * Returns 0, or -1 if the target is full. */
-static int migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed, bool close)
+ * False if the target is full. */
+static bool migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed, bool close)
 {
     slot_t *s = &slots(g)[i];
     for (;;) {
         /* Two plain loads: the CAS below validates the pair, a torn read just fails and retries. */
         uint64_t x = ldkey(s), v = ldval(s);
-        if (x == K_CLOSED_E || x == K_CLOSED_T) return 0;
+        if (x == K_CLOSED_E || x == K_CLOSED_T) return true;
         if (is_fwd(x)) {
             finish_fwd(g, i);
-            return 0;
+            return true;
         }
         if (x == K_EMPTY) {
-            if (!close || cas16(s, x, v, K_CLOSED_E, 0)) return 0;
+            if (!close || cas16(s, x, v, K_CLOSED_E, 0)) return true;
             continue;
         }
         if (!is_key(x)) { /* TOMB, or PEND left by a losing helper of the previous migration */
-            if (!close || cas16(s, x, v, K_CLOSED_T, 0)) return 0;
+            if (!close || cas16(s, x, v, K_CLOSED_T, 0)) return true;
             continue;
         }
         uint64_t j;
         int r = place(n, x, i, v, &j);
-        if (r == PLACE_FULL) return -1;
+        if (r == PLACE_FULL) return false;
         if (r == PLACE_STALE) continue;
         ++*placed;
         if (cas16(s, x, v, K_FWD(j), x)) {
             /* If this fails, someone who saw the FWD did it. */
             cas16(&slots(n)[j], K_PEND(i), v, x, v);
-            return 0;
+            return true;
         }
         /* Lost: the owner changed (k, v) or another helper moved it. Our PEND is ours alone; if
          * this CAS fails, n's own migration already closed it. */
@@ -494,7 +499,7 @@ static bool migrate_chunk(gen_t *g, gen_t *n, uint64_t c)
     bool ok = true, close = !grace_passed(g);
     __atomic_fetch_add(close ? &g_closing_passes : &g_reading_passes, 1, __ATOMIC_RELAXED);
     for (uint64_t i = lo; i < hi; i++) {
-        if (migrate_slot(g, n, i, &placed, close) < 0) {
+        if (!migrate_slot(g, n, i, &placed, close)) {
             ok = false;
             break;
         }
@@ -518,7 +523,7 @@ static OT_NOINLINE void help_migration(gen_t *g, gen_t *n)
     }
     if (__atomic_load_n(&g->done, __ATOMIC_ACQUIRE) < g->nchunks) {
         uint64_t c = __atomic_fetch_add(&g->tail, 1, __ATOMIC_RELAXED) % g->nchunks;
-        if (!(__atomic_load_n(&chunk_bits(g)[c / 64], __ATOMIC_ACQUIRE) & (1ull << (c % 64)))) migrate_chunk(g, n, c);
+        if (!chunk_is_done(g, c)) migrate_chunk(g, n, c);
     }
 }
 
