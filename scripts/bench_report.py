@@ -264,8 +264,8 @@ def main():
                     fv = (fh - fn) / (fa - fn) if fa - fn > 0 else float("inf")
                     # oomtrace at or below the program's own time: no added time to divide by.
                     fs = ("none added" if fv == float("inf") else "n/a" if fv != fv else f"{fv:.1f}×")
-                    os_ = "no added time measured" if ov == float("inf") else f"{ov:.1f}×"
-                    over_parts.append(f"{w} {os_} (fastest runs: {fs})")
+                    ms = "no added time measured" if ov == float("inf") else f"{ov:.1f}×"
+                    over_parts.append(f"{w} {ms} (fastest runs: {fs})")
                     over_oks.append(ov >= 3)
         targets.append(("stacks=all at least 3× faster than heaptrack on every workload: wall time "
                         "(heaptrack ÷ oomtrace)", ", ".join(parts) or "n/a",
@@ -363,8 +363,8 @@ def main():
         w_("The floor row of live_10m is a lower bound too: `ideal_table.so` keeps every live block's size "
            "in one open-addressing hash table (16-byte slots, oomtrace's homes, linear probing, doubling "
            "at 75% full), with no lock, no atomic, no counter and no stack, for one thread only. It holds "
-           "10 million blocks in at least as much memory as oomtrace's table (the memory rows below). heaptrack keeps no table in the "
-           "process: it writes each event down a pipe to another process, which on a 2-CPU machine runs "
+           "10 million blocks in at least as much memory as oomtrace's table (the memory rows below). "
+           "heaptrack keeps no table in the process: it writes each event down a pipe to another process, which on a 2-CPU machine runs "
            "on the other CPU. Where the ideal table alone adds more than a third of what heaptrack adds, "
            "no tracker that keeps an exact table of live blocks in the process (as the report on failure "
            "and the leak check need) can be 3× faster than heaptrack on live_10m on this machine.")
