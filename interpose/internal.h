@@ -162,11 +162,18 @@ static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *fram
  * attached a value to that walk under the same tag, note->hit is set, note->value returned and ips
  * left unwritten; else ips are written and note->walk names the walk (0: none) for
  * ot_unwind_note_set. Returns the depth either way. */
-typedef struct {
+typedef struct ot_stack_note {
     uint32_t tag;   /* in */
     uint32_t hit;   /* out */
     uint32_t value; /* out when hit */
     uint32_t walk;  /* out when not hit */
+    /* In, optional (NULL: none): handed a new walk's frames (those returned) before the walker files
+     * the walk away for later stacks (its checks: a few hundred instructions), so that the caller
+     * can start its own lookup of them and that work overlaps its cache misses. live.c hashes them
+     * and prefetches the call-site index there (early_hash). Not called where no frames are
+     * walked: a note that hits, a remembered stack, libunwind's walk. */
+    void (*early)(struct ot_stack_note *note, const uintptr_t *ips, unsigned n);
+    uint64_t early_hash; /* for early's use; the walker leaves it alone */
 } ot_stack_note_t;
 unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin, ot_stack_note_t *note);
 /* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
@@ -242,6 +249,11 @@ typedef struct {
     bool estimated; /* totals scaled up from byte sampling */
 } ot_site_info_t;
 uint32_t ot_sites_intern(const uintptr_t *ips, unsigned depth, unsigned kind, int device); /* 0: full */
+/* ot_sites_intern in two steps, for a caller that learns a stack some time before it needs its id:
+ * the stack's hash, with the index slots it will look at prefetched; then the intern with that hash
+ * (h must be ot_sites_prefetch's for the same stack, kind and device). */
+uint64_t ot_sites_prefetch(const uintptr_t *ips, unsigned depth, unsigned kind, int device);
+uint32_t ot_sites_intern_hashed(uint64_t h, const uintptr_t *ips, unsigned depth, unsigned kind, int device);
 void ot_sites_on_alloc(uint32_t id, uint64_t weight_bytes, bool estimated);
 void ot_sites_on_free(uint32_t id, uint64_t weight_bytes);
 /* Per-thread pending site counts (sites.c): mem, ot_sites_pend_bytes() of zeroed memory owned by

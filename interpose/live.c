@@ -356,6 +356,21 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
 
 /* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
  * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
+/* A walk's note with what its early step needs: the call site's kind and device. */
+typedef struct {
+    ot_stack_note_t note; /* first: early gets a pointer to it */
+    unsigned kind;
+    int device;
+} site_note_t;
+
+/* The walker hands over a new walk's frames before filing the walk: hash them and prefetch the
+ * call-site index, whose miss then overlaps that filing instead of stalling the intern after it. */
+static void site_early(ot_stack_note_t *note, const uintptr_t *ips, unsigned n)
+{
+    site_note_t *sn = (site_note_t *)(void *)note;
+    note->early_hash = ot_sites_prefetch(ips, n, sn->kind, sn->device);
+}
+
 static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag, unsigned kind, int device)
 {
     /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
@@ -364,13 +379,15 @@ static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag
     uintptr_t ips[OT_MAX_FRAMES];
     uint32_t site;
     if (ot_opt.stacks != OT_STACKS_NONE) {
-        ot_stack_note_t note = {.tag = tag};
-        unsigned depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &note);
-        if (note.hit) {
-            site = note.value;
+        site_note_t sn = {.note = {.tag = tag, .early = site_early}, .kind = kind, .device = device};
+        unsigned depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &sn.note);
+        if (sn.note.hit) {
+            site = sn.note.value;
         } else {
-            site = ot_sites_intern(ips, depth, kind, device);
-            if (site) ot_unwind_note_set(note.walk, note.tag, site);
+            /* early_hash: the walker called site_early with these very frames */
+            site = sn.note.early_hash ? ot_sites_intern_hashed(sn.note.early_hash, ips, depth, kind, device)
+                                      : ot_sites_intern(ips, depth, kind, device);
+            if (site) ot_unwind_note_set(sn.note.walk, sn.note.tag, site);
         }
     } else {
         static const uintptr_t none[1];

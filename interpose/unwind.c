@@ -1014,6 +1014,7 @@ done:
         if (raw <= WALK_MAX) cut = max | skip0 << 16;
     }
 finish:
+    if (note && note->early) note->early(note, ips, n);
     if (nw) {
         release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, cut, code_gen, steps, jn.cnt ? &jn : NULL);
         if (note) note->walk = nw->gen;

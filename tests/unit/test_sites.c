@@ -41,6 +41,38 @@ TEST(dedup_and_kinds)
     EXPECT(!ot_sites_get(999, &si));
 }
 
+/* The two-step intern (the stacks=all walk's): the hash ot_sites_prefetch hands back finds the same
+ * site as a plain intern, also once the index has a second level, and a new stack gets its own. */
+TEST(prefetch_then_intern_agrees)
+{
+    ot_sites_reset_for_test();
+    uintptr_t a[] = {0x1000, 0x2000, 0x3000}, b[] = {0x1000, 0x2000, 0x3001};
+    uint32_t ia = ot_sites_intern(a, 3, OT_KIND_HOST, -1);
+    EXPECT_EQ_U(ot_sites_intern_hashed(ot_sites_prefetch(a, 3, OT_KIND_HOST, -1), a, 3, OT_KIND_HOST, -1), ia);
+    uint64_t hb = ot_sites_prefetch(b, 3, OT_KIND_HOST, -1);
+    EXPECT(hb != ot_sites_prefetch(a, 3, OT_KIND_HOST, -1));
+    EXPECT(ot_sites_prefetch(a, 3, OT_KIND_DEVICE, 0) != ot_sites_prefetch(a, 3, OT_KIND_HOST, -1));
+    uint32_t ib = ot_sites_intern_hashed(hb, b, 3, OT_KIND_HOST, -1);
+    EXPECT(ib != 0 && ib != ia);
+    EXPECT_EQ_U(ot_sites_intern(b, 3, OT_KIND_HOST, -1), ib);
+    /* 64 Ki slots fill to 70% before a second level is added: go past that, then both ways again. */
+    uintptr_t s[2];
+    for (uintptr_t i = 0; i < 50000; i++) {
+        s[0] = 0x400000 + 16 * i;
+        s[1] = 0x7000;
+        uint32_t id = i % 2 ? ot_sites_intern_hashed(ot_sites_prefetch(s, 2, OT_KIND_HOST, -1), s, 2, OT_KIND_HOST, -1)
+                            : ot_sites_intern(s, 2, OT_KIND_HOST, -1);
+        ASSERT(id != 0);
+    }
+    EXPECT_EQ_U(ot_sites_count(), 50002);
+    EXPECT_EQ_U(ot_sites_intern_hashed(ot_sites_prefetch(a, 3, OT_KIND_HOST, -1), a, 3, OT_KIND_HOST, -1), ia);
+    EXPECT_EQ_U(ot_sites_intern_hashed(hb, b, 3, OT_KIND_HOST, -1), ib);
+    s[0] = 0x400000 + 16 * 777;
+    EXPECT_EQ_U(ot_sites_intern_hashed(ot_sites_prefetch(s, 2, OT_KIND_HOST, -1), s, 2, OT_KIND_HOST, -1),
+                ot_sites_intern(s, 2, OT_KIND_HOST, -1));
+    EXPECT_EQ_U(ot_sites_count(), 50002);
+}
+
 TEST(statistics_and_top)
 {
     ot_sites_reset_for_test();
@@ -400,5 +432,5 @@ TEST(owner_counts_with_others_and_signals)
     EXPECT_EQ_U(model_mismatches(), 0);
 }
 
-TEST_MAIN(dedup_and_kinds, statistics_and_top, many_sites_top_is_sorted, concurrent_interning_agrees,
+TEST_MAIN(dedup_and_kinds, prefetch_then_intern_agrees, statistics_and_top, many_sites_top_is_sorted, concurrent_interning_agrees,
           pending_counts_exact, pending_counts_with_signals, owner_counts_with_others_and_signals)

@@ -565,7 +565,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
     unsigned n0 = 0;
     uint32_t first_walk = 0;
     char name[512];
-    ot_stack_note_t note, note2;
+    ot_stack_note_t note = {0}, note2 = {0};
     ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
     for (volatile unsigned step = 0; step < 9; step++) {
         memset(ips, 0, sizeof ips);
@@ -663,7 +663,7 @@ TEST(test_cfi_memo)
 __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(void)
 {
     uintptr_t ips[OT_MAX_FRAMES];
-    ot_stack_note_t note;
+    ot_stack_note_t note = {0};
     char name[512];
     for (volatile int small = 0; small < 2; small++) {
         ot_unwind_attach(walk_mem[1], small ? OT_UNWIND_CACHE_MIN_BYTES : sizeof walk_mem[1]);
@@ -711,6 +711,71 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
         ot_unwind_attach(NULL, 0);
         if (ot_t_failed_) break;
     }
+}
+
+/* A note's early step gets exactly the frames the walk returns, before the walk is filed, and only
+ * where frames were walked: not for a note that hits, nor for a remembered stack. */
+static struct {
+    unsigned calls, n;
+    uintptr_t ips[OT_MAX_FRAMES];
+} early_seen;
+static void early_record(ot_stack_note_t *note, const uintptr_t *ips, unsigned n)
+{
+    early_seen.calls++;
+    early_seen.n = n;
+    memcpy(early_seen.ips, ips, n * sizeof *ips);
+    note->early_hash = 0x5eed;
+}
+
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_early_body(void);
+TEST(test_cfi_early) { cfi_early_body(); }
+
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_early_body(void)
+{
+    uintptr_t ips[OT_MAX_FRAMES], first[OT_MAX_FRAMES];
+    unsigned n0 = 0;
+    ot_stack_note_t note = {.early = early_record};
+    probe_first = 0; /* every call goes to the walker */
+    ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
+    memset(&early_seen, 0, sizeof early_seen);
+    for (volatile unsigned step = 0; step < 5; step++) {
+        unsigned before = early_seen.calls;
+        note.early_hash = 0;
+        memset(ips, 0, sizeof ips);
+        unsigned n = step == 2 ? noted_two(ips, 7, &note) : noted_one(ips, step == 4 ? 8 : 7, &note);
+        ASSERT(n >= 3);
+        switch (step) {
+        case 0: /* a new walk */
+        case 2: /* another stack */
+            EXPECT_EQ_U(early_seen.calls, before + 1);
+            EXPECT_EQ_U(early_seen.n, n);
+            EXPECT(same_stack(early_seen.ips, early_seen.n, ips, n));
+            EXPECT_EQ_U(note.early_hash, 0x5eed);
+            EXPECT(!note.hit);
+            if (step == 0) {
+                memcpy(first, ips, sizeof first);
+                n0 = n;
+            }
+            ot_unwind_note_set(note.walk, 7, 40 + step);
+            break;
+        case 1: /* its note: no frames, no early step */
+        case 3: /* noted_one's walk, still remembered with its note */
+            EXPECT(note.hit && note.value == 40);
+            EXPECT_EQ_U(early_seen.calls, before);
+            EXPECT_EQ_U(note.early_hash, 0);
+            break;
+        case 4: /* the remembered stack under another tag: its frames, nothing walked */
+            EXPECT(!note.hit);
+            EXPECT_EQ_U(early_seen.calls, before);
+            EXPECT(same_stack(ips, n, first, n0));
+            break;
+        }
+        if (ot_t_failed_) {
+            printf("  failed at step %u\n", (unsigned)step);
+            break;
+        }
+    }
+    ot_unwind_attach(NULL, 0);
 }
 
 /* A thread with its own cache, and the same stacks again from threads racing on the shared rule
@@ -772,5 +837,5 @@ TEST(test_cost_20_frames)
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
-          test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_notes, test_cfi_memo, test_cfi_threads,
+          test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_notes, test_cfi_memo, test_cfi_early, test_cfi_threads,
           test_cost_20_frames)
