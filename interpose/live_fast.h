@@ -178,15 +178,16 @@ static inline __attribute__((always_inline)) void fill_way(thread_counters_t *c,
 }
 
 /* A host malloc in the common case of the default mode (stacks=sampled: the caller tests that): a
- * thread with a nursery, a block below the full-stack size and not sampled, a set with a free way, few threads. Returns false, having changed nothing, for every
- * other case: the caller then calls ot_live_record. (It takes only the free-way case of live.c's
- * nursery_put, free_way and fill_way, on purpose: nursery_put, with its stale-record and eviction
- * branches, costs six saved registers and ~15 instructions per malloc: measured with callgrind on
- * small_churn.) */
+ * thread with a nursery, a block below the full-stack size and not sampled, a set with a free way,
+ * few threads. Returns false, having changed nothing, for every other case: the caller then calls
+ * ot_live_record. (It takes only the free-way case of live.c's nursery_put, free_way and fill_way,
+ * on purpose: nursery_put, with its stale-record and eviction branches, costs six saved registers
+ * and ~15 instructions per malloc: measured with callgrind on small_churn.) */
 static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
-    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= ot_opt.stack_min_bytes) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL))
+    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= ot_opt.stack_min_bytes) || OT_UNLIKELY(size >= OT_SIZE_BIG) ||
+        OT_UNLIKELY(c->nursery == NULL))
         return false;
     int64_t left = c->sample_left - (int64_t)size;
     nursery_way_t *w = free_way(c, key);
