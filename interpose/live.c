@@ -517,6 +517,17 @@ OT_NOINLINE void ot_live_account_site_free(thread_counters_t *c, uint64_t val)
     site_free(ot_unpack_site(val), ot_unpack_size(val));
 }
 
+/* A program that frees many long-lived blocks often frees them in address order, up or down (a
+ * container torn down, every block at exit): each granule's table line is then a cache miss the
+ * free waits for. Prefetching the line of the next granule in the direction of this thread's
+ * last such free hides it (report_1m's free phase: about a third faster); frees in any other order
+ * pay a few instructions and a useless prefetch, beside a table remove that costs far more. */
+static inline void prefetch_next_forget(thread_counters_t *c, uint64_t key)
+{
+    ot_table_prefetch(key >= c->last_forget ? key + 256 : key - 256);
+    c->last_forget = key;
+}
+
 static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)
 {
     uint64_t val;
@@ -531,7 +542,10 @@ static OT_NOINLINE bool forget_elsewhere(uint64_t key, nursery_t *own)
 OT_NOINLINE bool ot_live_forget_host(uint64_t key)
 {
     thread_counters_t *c = my_counters;
-    if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) return forget_elsewhere(key, c->nursery);
+    if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) {
+        prefetch_next_forget(c, key);
+        return forget_elsewhere(key, c->nursery);
+    }
     return ot_live_forget(key, NULL, NULL);
 }
 
