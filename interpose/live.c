@@ -354,8 +354,6 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     return found;
 }
 
-/* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
- * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
 /* A walk's note with what its early step needs: the call site's kind and device. */
 typedef struct {
     ot_stack_note_t note; /* first: early gets a pointer to it */
@@ -371,6 +369,8 @@ static void site_early(ot_stack_note_t *note, const uintptr_t *ips, unsigned n)
     note->early_hash = ot_sites_prefetch(ips, n, sn->kind, sn->device);
 }
 
+/* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
+ * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
 static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag, unsigned kind, int device)
 {
     /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
@@ -520,8 +520,9 @@ OT_NOINLINE void ot_live_account_site_free(thread_counters_t *c, uint64_t val)
 /* A program that frees many long-lived blocks often frees them in address order, up or down (a
  * container torn down, every block at exit): each granule's table line is then a cache miss the
  * free waits for. Prefetching the line of the next granule in the direction of this thread's
- * last such free hides it (report_1m's free phase: about a third faster); frees in any other order
- * pay a few instructions and a useless prefetch, beside a table remove that costs far more. */
+ * last such free hides it (report_1m's free phase, up or down: a quarter faster); frees in any
+ * other order pay a few instructions and a useless prefetch, beside a table remove that costs far
+ * more. */
 static inline void prefetch_next_forget(thread_counters_t *c, uint64_t key)
 {
     ot_table_prefetch(key >= c->last_forget ? key + 256 : key - 256);
