@@ -112,6 +112,11 @@ typedef struct {
 } ot_table_stats_t;
 void ot_table_stats(ot_table_stats_t *st);
 void ot_table_reset_for_test(void); /* unit tests only: drop everything */
+#ifdef OT_TABLE_TEST_HOOKS
+/* test_table's own build of table.c only: called by an insert between its last look for a newer
+ * table and its CAS into the slot it found (the late-insert window of the migration protocol). */
+extern void (*ot_table_test_late_insert)(uint64_t key);
+#endif
 
 /* Value packing (live.c): size 40 bits, kind 4 bits, site 20 bits. Sizes >= 2^40 go to a side
  * table and store OT_SIZE_BIG here. */

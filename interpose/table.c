@@ -674,6 +674,18 @@ static bool has_fwd(const gen_t *g, uint64_t k)
 
 /* ------------------------------------------------------------------ operations */
 /* Returns 1 inserted, 0 replaced an existing entry, -1 out of memory. */
+/* The unit test of late inserts parks an insert here: after it saw no newer table, before its CAS
+ * (a build of table.c for that test only; internal.h). */
+#ifdef OT_TABLE_TEST_HOOKS
+void (*ot_table_test_late_insert)(uint64_t key);
+#define LATE_INSERT_HOOK(k)                                                                        \
+    do {                                                                                           \
+        if (ot_table_test_late_insert) ot_table_test_late_insert(k);                               \
+    } while (0)
+#else
+#define LATE_INSERT_HOOK(k) ((void)0)
+#endif
+
 static int insert_in(gen_t *g, uint64_t k, uint64_t v, uint64_t *old)
 {
     for (;;) {
@@ -728,6 +740,7 @@ static int insert_in(gen_t *g, uint64_t k, uint64_t v, uint64_t *old)
         }
         /* EMPTY and TOMB slots hold val 0. Failure: another key or a PEND took it, or the
          * migration closed it; k is still absent (only we insert k), so scan again. */
+        LATE_INSERT_HOOK(k);
         if (cas16(&s[fr], fk, 0, k, v)) {
             if (fk == K_EMPTY) note_claim(g);
             return 1;

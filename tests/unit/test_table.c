@@ -564,6 +564,87 @@ TEST(grace_period)
     ot_table_reset_for_test();
 }
 
+/* The late insert itself: an insert that found an EMPTY slot and saw no newer table is parked just
+ * before its CAS (table.c's test hook), while this thread grows the table and migrates every chunk
+ * of the old one. Its announcement is older than the migration, so every pass must close the
+ * EMPTY and TOMB slots: the parked CAS then fails, and the insert goes to the new table. Were a
+ * pass to read the slot as final instead, the key would land behind the migration and be lost. */
+static const uint64_t late_key = 0x7f3500000000ull + 8;
+static uint64_t keys[1u << 16];
+/* table.c's home(): the granule's multiplicative hash scaled to the capacity */
+static uint64_t home_of(uint64_t k, uint64_t cap)
+{
+    return (uint64_t)(((unsigned __int128)((k >> 8) * 0x9E3779B97F4A7C15ull) * cap) >> 64);
+}
+static int late_parked, late_release, late_calls, late_result;
+static void late_hook(uint64_t key)
+{
+    if (key != late_key || __atomic_add_fetch(&late_calls, 1, __ATOMIC_ACQ_REL) > 1) return;
+    __atomic_store_n(&late_parked, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&late_release, __ATOMIC_ACQUIRE)) usleep(200);
+}
+static void *late_inserter(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&late_result, ot_table_insert(late_key, 4242), __ATOMIC_RELEASE);
+    return NULL;
+}
+
+TEST(late_insert_during_migration)
+{
+    ot_table_reset_for_test();
+    const uint64_t base = 0x7f3400000000ull;
+    uint64_t n = 0;
+    for (; n < 100; n++) EXPECT(ot_table_insert(keys[n] = base + n * 48, n));
+    late_parked = late_release = late_calls = late_result = 0;
+    ot_table_test_late_insert = late_hook;
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, late_inserter, NULL) == 0);
+    while (!__atomic_load_n(&late_parked, __ATOMIC_ACQUIRE)) usleep(1000);
+    /* Grow once, and insert on until the passes have covered every chunk of the old table (each
+     * insert during a migration helps with a chunk), but not into a second growth. The keys that
+     * fill the old table keep well away from the parked insert's slot (its home: table.c's home()),
+     * so that only the migration can take that slot from it. */
+    ot_table_stats_t st0 = stats(), st;
+    ASSERT(st0.generations == 1);
+    const uint64_t chunks = (st0.capacity + 511) / 512, cap0 = st0.capacity, at = home_of(late_key, cap0);
+    uint64_t key = base + n * 48;
+    for (;;) {
+        uint64_t h;
+        do {
+            key += 48;
+            h = home_of(key, cap0);
+        } while ((h + cap0 - at) % cap0 < 8 || (at + cap0 - h) % cap0 < 256);
+        EXPECT(ot_table_insert(key, n));
+        keys[n++] = key;
+        st = stats();
+        uint64_t passes = st.closing_passes + st.reading_passes - st0.closing_passes - st0.reading_passes;
+        if (passes >= chunks && st.capacity > st0.capacity) break;
+        ASSERT(n < 10 * st0.capacity && n < sizeof keys / sizeof keys[0]);
+    }
+    /* let the old table retire: one more operation after the last chunk */
+    key += 48;
+    EXPECT(ot_table_insert(key, n));
+    keys[n++] = key;
+    st = stats();
+    printf("  insert parked: table %lu -> %lu slots, %lu closing passes, %lu reading, %lu keys inserted meanwhile\n",
+           (unsigned long)st0.capacity, (unsigned long)st.capacity, (unsigned long)(st.closing_passes - st0.closing_passes),
+           (unsigned long)(st.reading_passes - st0.reading_passes), (unsigned long)(n - 100));
+    EXPECT_EQ_U(st.reading_passes, st0.reading_passes);
+    __atomic_store_n(&late_release, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    ot_table_test_late_insert = NULL;
+    EXPECT_EQ_U(__atomic_load_n(&late_result, __ATOMIC_ACQUIRE), 1);
+    EXPECT(late_calls >= 2); /* its first CAS failed: the slot had been closed */
+    uint64_t v = 0, bad = 0;
+    EXPECT(ot_table_lookup(late_key, &v) && v == 4242);
+    for (uint64_t i = 0; i < n; i++)
+        if (!ot_table_lookup(keys[i], &v) || v != i) bad++;
+    EXPECT_EQ_U(bad, 0);
+    EXPECT_EQ_U(stats().live, n + 1);
+    ot_table_reset_for_test();
+}
+
 TEST(walk_concurrent_with_writers)
 {
     ot_table_reset_for_test();
@@ -648,4 +729,4 @@ TEST(bench)
 }
 
 TEST_MAIN(single_thread_semantics, address_space_limit, growth_to_10m_and_back, threads_stress,
-          walk_concurrent_with_writers, grace_period, shrink_waits_while_falling, bench)
+          walk_concurrent_with_writers, grace_period, late_insert_during_migration, shrink_waits_while_falling, bench)
