@@ -362,7 +362,8 @@ def main():
     if ok_runs("live_10m", "ideal_table"):
         w_("The floor row of live_10m is a lower bound too: `ideal_table.so` keeps every live block's size "
            "in one open-addressing hash table (16-byte slots, oomtrace's homes, linear probing, doubling "
-           "at 75% full), with no lock, no atomic, no counter and no stack, for one thread only. It holds "
+           "at 75% full, huge pages, the next granule's line prefetched on malloc and on free), with no "
+           "lock, no atomic, no counter and no stack, for one thread only. It holds "
            "10 million blocks in at least as much memory as oomtrace's table (the memory rows below). "
            "heaptrack keeps no table in the process: it writes each event down a pipe to another process, which on a 2-CPU machine runs "
            "on the other CPU. Where the ideal table alone adds more than a third of what heaptrack adds, "
