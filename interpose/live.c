@@ -280,10 +280,12 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
     } else {
         way = (int)(c->evict_turn++ & 1);
         if (!evict_way(w, way)) return false;
-        /* The other way goes to the table at one of this set's next evictions, a set's worth of
-         * allocations from now: its line will be waiting in the cache. */
+        /* This set's next eviction, a set's worth of allocations from now, takes the other way or
+         * the one filled now (the thread's turn decides which): both lines will be waiting in the
+         * cache. (The other way's alone: live_10m's allocation phase 6% slower, 8 pairs of runs.) */
         uint64_t next = atomic_load_explicit(&w[way ^ 1].key, memory_order_relaxed);
         if (next) ot_table_prefetch(next & ~MOVING);
+        ot_table_prefetch(key);
     }
     fill_way(c, &w[way], key, val);
     return true;
