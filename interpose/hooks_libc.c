@@ -126,17 +126,12 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
  * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
 {
-    /* record() is always_inline: the origin is the hook's own frame. The mode is tested once, here:
-     * each fast path takes only its own. */
-    if (OT_LIKELY(ot_opt.stacks == OT_STACKS_SAMPLED)) {
-        if (OT_LIKELY(ot_live_record_host_fast((uintptr_t)p, n))) return;
-    } else if (ot_opt.stacks == OT_STACKS_ALL) {
-        ot_origin_t origin = OT_ORIGIN();
-        if (OT_LIKELY(ot_live_record_all_fast(&origin, (uintptr_t)p, n))) return;
-        ot_live_record_host_from(&origin, (uintptr_t)p, n);
+    /* record() is always_inline: the origin is the hook's own frame. Each mode tries only its own
+     * fast path. */
+    if (OT_LIKELY(ot_opt.stacks == OT_STACKS_SAMPLED) && OT_LIKELY(ot_live_record_host_fast((uintptr_t)p, n)))
         return;
-    }
     ot_origin_t origin = OT_ORIGIN();
+    if (ot_opt.stacks == OT_STACKS_ALL && OT_LIKELY(ot_live_record_all_fast(&origin, (uintptr_t)p, n))) return;
     ot_live_record_host_from(&origin, (uintptr_t)p, n);
 }
 
