@@ -678,6 +678,7 @@ static bool has_fwd(const gen_t *g, uint64_t k)
  * (a build of table.c for that test only; internal.h). */
 #ifdef OT_TABLE_TEST_HOOKS
 void (*ot_table_test_late_insert)(uint64_t key);
+uint64_t ot_table_test_home(uint64_t key, uint64_t cap) { return home(key, cap); }
 #define LATE_INSERT_HOOK(k)                                                                        \
     do {                                                                                           \
         if (ot_table_test_late_insert) ot_table_test_late_insert(k);                               \

@@ -571,11 +571,6 @@ TEST(grace_period)
  * pass to read the slot as final instead, the key would land behind the migration and be lost. */
 static const uint64_t late_key = 0x7f3500000000ull + 8;
 static uint64_t keys[1u << 16];
-/* table.c's home(): the granule's multiplicative hash scaled to the capacity */
-static uint64_t home_of(uint64_t k, uint64_t cap)
-{
-    return (uint64_t)(((unsigned __int128)((k >> 8) * 0x9E3779B97F4A7C15ull) * cap) >> 64);
-}
 static int late_parked, late_release, late_calls, late_result;
 static void late_hook(uint64_t key)
 {
@@ -603,17 +598,17 @@ TEST(late_insert_during_migration)
     while (!__atomic_load_n(&late_parked, __ATOMIC_ACQUIRE)) usleep(1000);
     /* Grow once, and insert on until the passes have covered every chunk of the old table (each
      * insert during a migration helps with a chunk), but not into a second growth. The keys that
-     * fill the old table keep well away from the parked insert's slot (its home: table.c's home()),
+     * fill the old table keep well away from the parked insert's slot (its home),
      * so that only the migration can take that slot from it. */
     ot_table_stats_t st0 = stats(), st;
     ASSERT(st0.generations == 1);
-    const uint64_t chunks = (st0.capacity + 511) / 512, cap0 = st0.capacity, at = home_of(late_key, cap0);
+    const uint64_t chunks = (st0.capacity + 511) / 512, cap0 = st0.capacity, at = ot_table_test_home(late_key, cap0);
     uint64_t key = base + n * 48;
     for (;;) {
         uint64_t h;
         do {
             key += 48;
-            h = home_of(key, cap0);
+            h = ot_table_test_home(key, cap0);
         } while ((h + cap0 - at) % cap0 < 8 || (at + cap0 - h) % cap0 < 256);
         EXPECT(ot_table_insert(key, n));
         keys[n++] = key;
