@@ -363,10 +363,10 @@ def main():
         w_("The floor row of live_10m is a lower bound too: `ideal_table.so` keeps every live block's size "
            "in one open-addressing hash table (16-byte slots, oomtrace's homes, linear probing, doubling "
            "at 75% full, huge pages, the next granule's line prefetched on malloc and on free), with no "
-           "lock, no atomic, no counter and no stack, for one thread only. It holds "
-           "10 million blocks in at least as much memory as oomtrace's table (the memory rows below). "
-           "heaptrack keeps no table in the process: it writes each event down a pipe to another process, which on a 2-CPU machine runs "
-           "on the other CPU. Where the ideal table alone adds more than a third of what heaptrack adds, "
+           "lock, no atomic, no counter and no stack, for one thread only. It holds 10 million blocks "
+           "in at least as much memory as oomtrace's table (the memory rows below). heaptrack keeps no "
+           "table in the process: it writes each event down a pipe to another process, which on a 2-CPU "
+           "machine runs on the other CPU. Where the ideal table alone adds more than a third of what heaptrack adds, "
            "no tracker that keeps an exact table of live blocks in the process (as the report on failure "
            "and the leak check need) can be 3× faster than heaptrack on live_10m on this machine.")
         w_("")

@@ -43,10 +43,11 @@ static void place(slot_t *t, unsigned bits, uint64_t k, uint64_t size)
 static int grow(void)
 {
     unsigned bits = cap ? cap_bits + 1 : 12;
-    slot_t *t = mmap(NULL, sizeof(slot_t) << bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t bytes = sizeof(slot_t) << bits;
+    slot_t *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (t == MAP_FAILED) return -1;
 #ifdef MADV_HUGEPAGE
-    if ((sizeof(slot_t) << bits) >= (4u << 20)) madvise(t, sizeof(slot_t) << bits, MADV_HUGEPAGE); /* as oomtrace's */
+    if (bytes >= (4u << 20)) madvise(t, bytes, MADV_HUGEPAGE); /* as oomtrace's table */
 #endif
     uint64_t live = 0;
     for (uint64_t i = 0; i < cap; i++)
