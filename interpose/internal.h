@@ -117,6 +117,7 @@ void ot_table_reset_for_test(void); /* unit tests only: drop everything */
  * table and its CAS into the slot it found (the late-insert window of the migration protocol). */
 extern void (*ot_table_test_late_insert)(uint64_t key);
 uint64_t ot_table_test_home(uint64_t key, uint64_t cap); /* where key's search starts in cap slots */
+void ot_table_test_root_map(void **addr, size_t *bytes);  /* the oldest table's mapping */
 #endif
 
 /* Value packing (live.c): size 40 bits, kind 4 bits, site 20 bits. Sizes >= 2^40 go to a side

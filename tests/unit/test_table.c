@@ -640,6 +640,31 @@ TEST(late_insert_during_migration)
     ot_table_reset_for_test();
 }
 
+/* Tables of 2 MiB or more start on a 2 MiB boundary, so that all of them can be huge pages (and no
+ * piece at either end stays in 4 KiB pages that a migration faults one by one). */
+TEST(big_tables_on_huge_page_boundaries)
+{
+    ot_table_reset_for_test();
+    const uint64_t base = 0x7f3300000000ull, huge = 2u << 20;
+    uint64_t i = 0, bigs = 0, bad = 0, v;
+    void *addr, *last = NULL;
+    size_t bytes;
+    for (; bigs < 3; i++) {
+        ot_table_test_root_map(&addr, &bytes);
+        if (bytes >= huge && addr != last) {
+            printf("  %lu keys: table of %lu KiB at %p\n", (unsigned long)i, (unsigned long)(bytes >> 10), addr);
+            EXPECT_EQ_U((uintptr_t)addr % huge, 0);
+            last = addr;
+            bigs++;
+        }
+        ASSERT(ot_table_insert(base + i * 16, i));
+    }
+    for (uint64_t j = 0; j < i; j++)
+        if (!ot_table_lookup(base + j * 16, &v) || v != j) bad++;
+    EXPECT_EQ_U(bad, 0);
+    ot_table_reset_for_test();
+}
+
 TEST(walk_concurrent_with_writers)
 {
     ot_table_reset_for_test();
@@ -724,4 +749,5 @@ TEST(bench)
 }
 
 TEST_MAIN(single_thread_semantics, address_space_limit, growth_to_10m_and_back, threads_stress,
-          walk_concurrent_with_writers, grace_period, late_insert_during_migration, shrink_waits_while_falling, bench)
+          walk_concurrent_with_writers, grace_period, late_insert_during_migration, shrink_waits_while_falling,
+          big_tables_on_huge_page_boundaries, bench)

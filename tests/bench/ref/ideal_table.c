@@ -6,10 +6,11 @@
  * full (live + tombstones), by mmap of the new table, a rehash and munmap of the old one, so it
  * holds 10 million blocks at 26.9 bytes each (oomtrace's table: 23.5, within the same 32-byte
  * budget; a less loaded table probes less, so the floor errs on the fast side). Like oomtrace's
- * table it asks for huge pages and prefetches the next granule's line (on malloc here, where
- * oomtrace has its nursery; on free in the direction of the last free, as oomtrace does). It has
- * none of what makes a tracker usable: no lock or atomic (one thread only: live_10m), no recursion
- * guard, no counters, no stacks, no shrinking, and a failed mmap silently stops recording.
+ * table it asks for huge pages (from 2 MiB, aligned) and prefetches the next granule's line (on
+ * malloc here, where oomtrace has its nursery; on free in the direction of the last free, as
+ * oomtrace does). It has none of what makes a tracker usable: no lock or atomic (one thread only:
+ * live_10m), no recursion guard, no counters, no stacks, no shrinking, and a failed mmap silently
+ * stops recording.
  * realloc/calloc are not wrapped. Built by tests/bench/bench.mk. */
 #include <stdint.h>
 #include <sys/mman.h>
@@ -44,11 +45,21 @@ static int grow(void)
 {
     unsigned bits = cap ? cap_bits + 1 : 12;
     size_t bytes = sizeof(slot_t) << bits;
-    slot_t *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (t == MAP_FAILED) return -1;
+    /* As oomtrace's table: from 2 MiB on, aligned to 2 MiB, with huge pages. */
+    const size_t huge = 2u << 20;
+    char *q = mmap(NULL, bytes + (bytes >= huge ? huge : 0), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (q == MAP_FAILED) return -1;
+    slot_t *t = (slot_t *)q;
+    if (bytes >= huge) {
+        char *a = (char *)(((uintptr_t)q + huge - 1) & ~(uintptr_t)(huge - 1));
+        if (a > q) munmap(q, (size_t)(a - q));
+        munmap(a + bytes, (size_t)(q + huge - a));
+        t = (slot_t *)a;
 #ifdef MADV_HUGEPAGE
-    if (bytes >= (4u << 20)) madvise(t, bytes, MADV_HUGEPAGE); /* as oomtrace's table */
+        madvise(t, bytes, MADV_HUGEPAGE);
 #endif
+    }
     uint64_t live = 0;
     for (uint64_t i = 0; i < cap; i++)
         if (tab[i].key > TOMB) {
