@@ -174,7 +174,8 @@ typedef struct ot_stack_note {
     uint32_t hit;   /* out */
     uint32_t value; /* out when hit */
     uint32_t walk;  /* out when not hit */
-    /* In, optional (NULL: none): handed a new walk's frames (those returned) before the walker files
+    /* In, optional (NULL: none): handed a new walk's frames (those returned) as soon as all are
+     * known: where a join with the last walk ends it, before their copy; else before the walker files
      * the walk away for later stacks (its checks: a few hundred instructions), so that the caller
      * can start its own lookup of them and that work overlaps its cache misses. live.c hashes them
      * and prefetches the call-site index there (early_hash). Not called where no frames are

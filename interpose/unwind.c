@@ -898,6 +898,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     const wbuf_t *old = NULL;
     wbuf_t *nw = NULL;
     joined_t jn = {0};
+    bool early_done = false;
     if (max == 0) return 0;
     if (w && !w->busy) {
         w->busy = 1;
@@ -938,6 +939,12 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     skip -= sk;
                     __builtin_memcpy(&ips[n], &old->ips[j + sk], take * sizeof *ips);
                     n += take;
+                    /* The walk's frames are all known when this join ends it: the early step gets
+                     * them before the frames are copied and the checks built, not after. */
+                    if ((full || (j + ok == old->n && old->complete)) && note && note->early) {
+                        note->early(note, ips, n);
+                        early_done = true;
+                    }
                     /* The frames in one copy, and (the first such run) their checks later on. */
                     unsigned room = raw < WALK_MAX ? WALK_MAX - raw : 0, copy = cnt < room ? cnt : room;
                     __builtin_memcpy(&nw->f[raw], &old->f[j], copy * sizeof(wframe_t));
@@ -1014,7 +1021,7 @@ done:
         if (raw <= WALK_MAX) cut = max | skip0 << 16;
     }
 finish:
-    if (note && note->early) note->early(note, ips, n);
+    if (note && note->early && !early_done) note->early(note, ips, n);
     if (nw) {
         release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, cut, code_gen, steps, jn.cnt ? &jn : NULL);
         if (note) note->walk = nw->gen;

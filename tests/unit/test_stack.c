@@ -746,7 +746,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_early_body(vo
         ASSERT(n >= 3);
         switch (step) {
         case 0: /* a new walk */
-        case 2: /* another stack */
+        case 2: /* another stack, ended by a join with the first (the early step comes there) */
             EXPECT_EQ_U(early_seen.calls, before + 1);
             EXPECT_EQ_U(early_seen.n, n);
             EXPECT(same_stack(early_seen.ips, early_seen.n, ips, n));
