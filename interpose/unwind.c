@@ -898,7 +898,8 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     const wbuf_t *old = NULL;
     wbuf_t *nw = NULL;
     joined_t jn = {0};
-    bool early_done = false;
+    /* The note's early step, called once with the walk's final frames (then cleared). */
+    void (*early)(ot_stack_note_t *, const uintptr_t *, unsigned) = note ? note->early : NULL;
     if (max == 0) return 0;
     if (w && !w->busy) {
         w->busy = 1;
@@ -927,10 +928,11 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                 const wframe_t *o = &old->f[j];
                 if (o->ip == ip && (o->bp == bp || !o->bprel)) {
                     unsigned ok = validate(old, j), cnt = ok;
+                    bool to_end = j + ok == old->n, ends = to_end && old->complete; /* ends: the stack's end */
                     /* Their return addresses, from old's row of them: every frame's but that of an
                      * ended walk's last frame, which is 0 (old->ips[t] is frame t's before it). The
                      * first `skip` are left out; at max the walk stops at the frame that filled it. */
-                    unsigned nz = j + ok == old->n ? old->nips - j : ok, sk = skip < nz ? skip : nz, take = nz - sk;
+                    unsigned nz = to_end ? old->nips - j : ok, sk = skip < nz ? skip : nz, take = nz - sk;
                     bool full = take >= max - n;
                     if (full) {
                         take = max - n;
@@ -941,9 +943,9 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     n += take;
                     /* The walk's frames are all known when this join ends it: the early step gets
                      * them before the frames are copied and the checks built, not after. */
-                    if ((full || (j + ok == old->n && old->complete)) && note && note->early) {
-                        note->early(note, ips, n);
-                        early_done = true;
+                    if ((full || ends) && early) {
+                        early(note, ips, n);
+                        early = NULL;
                     }
                     /* The frames in one copy, and (the first such run) their checks later on. */
                     unsigned room = raw < WALK_MAX ? WALK_MAX - raw : 0, copy = cnt < room ? cnt : room;
@@ -951,7 +953,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     if (!jn.cnt && copy == cnt) jn = (joined_t){old, raw, j, cnt};
                     raw += cnt; /* counted past WALK_MAX too: such a walk is not complete */
                     if (full) goto done;
-                    if (j + ok == old->n && old->complete) {
+                    if (ends) {
                         nw->complete = raw <= WALK_MAX;
                         goto finish;
                     }
@@ -1021,7 +1023,7 @@ done:
         if (raw <= WALK_MAX) cut = max | skip0 << 16;
     }
 finish:
-    if (note && note->early && !early_done) note->early(note, ips, n);
+    if (early) early(note, ips, n);
     if (nw) {
         release(w, nw, raw < WALK_MAX ? raw : WALK_MAX, nw->complete, cut, code_gen, steps, jn.cnt ? &jn : NULL);
         if (note) note->walk = nw->gen;
