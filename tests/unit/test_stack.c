@@ -480,6 +480,7 @@ TEST(test_cfi_cache_parts)
  * under the same tag, and never once another stack was walked in between. The stack starts at
  * noted_leaf's caller, as a record's starts at the hook's. */
 static volatile int probe_first; /* ask ot_stack_noted_at first, as live.c does */
+static volatile unsigned leaf_max = OT_MAX_FRAMES; /* the depth noted_leaf asks the walker for */
 static unsigned probe_hits;
 static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
 {
@@ -494,7 +495,7 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
         BARRIER();
         return n;
     }
-    n = ot_stack_capture_at(ips, OT_MAX_FRAMES, &origin, note);
+    n = ot_stack_capture_at(ips, leaf_max, &origin, note);
     BARRIER();
     return n;
 }
@@ -509,6 +510,7 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
     }
 NOTED_CALLER(noted_one, noted_leaf, 1)
 NOTED_CALLER(noted_two, noted_leaf, 2)
+NOTED_CALLER(noted_three, noted_leaf, 3)
 
 /* One function reached at growing depths: a new stack each time (another sp for frame 0). */
 __attribute__((noipa)) static unsigned noted_deep(unsigned d, uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
@@ -738,13 +740,20 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_early_body(vo
     probe_first = 0; /* every call goes to the walker */
     ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
     memset(&early_seen, 0, sizeof early_seen);
-    for (volatile unsigned step = 0; step < 5; step++) {
+    for (volatile unsigned step = 0; step < 6; step++) {
         unsigned before = early_seen.calls;
         note.early_hash = 0;
         memset(ips, 0, sizeof ips);
-        unsigned n = step == 2 ? noted_two(ips, 7, &note) : noted_one(ips, step == 4 ? 8 : 7, &note);
+        leaf_max = step == 5 ? 3 : OT_MAX_FRAMES;
+        unsigned n = step == 2   ? noted_two(ips, 7, &note)
+                     : step == 5 ? noted_three(ips, 7, &note)
+                                 : noted_one(ips, step == 4 ? 8 : 7, &note);
+        leaf_max = OT_MAX_FRAMES;
         ASSERT(n >= 3);
         switch (step) {
+        case 5: /* a third caller under a 3-frame limit: the join with the last walk fills it */
+            EXPECT_EQ_U(n, 3);
+            /* fall through */
         case 0: /* a new walk */
         case 2: /* another stack, ended by a join with the first (the early step comes there) */
             EXPECT_EQ_U(early_seen.calls, before + 1);
