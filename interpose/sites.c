@@ -117,12 +117,14 @@ static bool same_site(site_t *s, uint64_t h, const uintptr_t *ips, unsigned dept
 #define TAG_SHIFT OT_SITE_BITS
 #define ID_MASK ((1u << OT_SITE_BITS) - 1)
 static inline uint32_t tag_of(uint64_t h) { return (uint32_t)(h >> 8) & (0xffffffffu >> TAG_SHIFT); }
+/* Where a stack of hash h starts its search in a level of 2^bits slots (ot_sites_prefetch's too). */
+static inline uint32_t start_of(uint64_t h, unsigned bits) { return (uint32_t)(h >> (64 - bits)); }
 
 /* Looks the stack up in one level; returns its id, or 0 with *empty_pos at the first free slot. */
 static uint32_t find_in_level(_Atomic uint32_t *idx, unsigned bits, uint64_t h, const uintptr_t *ips, unsigned depth,
                               unsigned kind, int device, uint32_t *empty_pos)
 {
-    uint32_t mask = (1u << bits) - 1, pos = (uint32_t)(h >> (64 - bits)), tag = tag_of(h);
+    uint32_t mask = (1u << bits) - 1, pos = start_of(h, bits), tag = tag_of(h);
     for (uint32_t probes = 0; probes <= mask; probes++, pos = (pos + 1) & mask) {
         uint32_t e = atomic_load_explicit(&idx[pos], memory_order_acquire);
         if (!e) {
@@ -162,7 +164,7 @@ uint64_t ot_sites_prefetch(const uintptr_t *ips, unsigned depth, unsigned kind, 
     for (unsigned l = 0; l < INDEX_LEVELS; l++) {
         _Atomic uint32_t *idx = get_level(l, false);
         if (!idx) break;
-        __builtin_prefetch((const void *)&idx[(uint32_t)(h >> (64 - level_bits(l)))]);
+        __builtin_prefetch((const void *)&idx[start_of(h, level_bits(l))]);
     }
     return h;
 }
