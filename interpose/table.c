@@ -194,8 +194,8 @@ typedef struct {
 } tstate_t;
 static OT_TLS tstate_t ts;
 
-#define HUGE (2u << 20)
-/* Tables of at least HUGE bytes start on a HUGE boundary and ask for huge pages: they are probed
+#define THP_BYTES (2u << 20) /* one transparent huge page (x86-64, and arm64 with 4 KiB pages) */
+/* Tables of THP_BYTES or more start on a THP_BYTES boundary and ask for huge pages: they are probed
  * at random, and with 4 KiB pages nearly every insert and remove also misses the TLB. Unaligned,
  * the pieces before the first boundary and after the last stay in 4 KiB pages, and each of those
  * pages faults twice in a migration (a read of the zero page, then the write). report_1m, growing
@@ -205,18 +205,18 @@ static OT_TLS tstate_t ts;
 static void *map(size_t bytes)
 {
     char *p = MAP_FAILED;
-    if (bytes >= HUGE) {
-        char *q = mmap(NULL, bytes + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (bytes >= THP_BYTES) {
+        char *q = mmap(NULL, bytes + THP_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (q != MAP_FAILED) {
-            p = (char *)(((uintptr_t)q + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+            p = (char *)(((uintptr_t)q + THP_BYTES - 1) & ~(uintptr_t)(THP_BYTES - 1));
             if (p > q) munmap(q, (size_t)(p - q));
-            munmap(p + bytes, (size_t)(q + HUGE - p));
+            munmap(p + bytes, (size_t)(q + THP_BYTES - p));
         }
     }
     if (p == MAP_FAILED) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
-    if (bytes >= HUGE) madvise(p, bytes, MADV_HUGEPAGE);
+    if (bytes >= THP_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
     __atomic_fetch_add(&g_mapped, bytes, __ATOMIC_RELAXED);
     return p;
