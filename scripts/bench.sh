@@ -322,6 +322,7 @@ done
 ICOUNT=$RUN/icount.tsv
 : >"$ICOUNT"
 CENV=""
+ref_lib() { case $1 in forwarder) echo forwarder.so ;; ideal) echo ideal_record.so ;; ideal_stacks) echo ideal_stacks.so ;; esac; }
 count_instructions() { # variant program args... -> prints the instruction count (CENV: more VAR=value)
     local v=$1; shift
     local env=(env) tmp=$RUN/cg.err
@@ -330,6 +331,7 @@ count_instructions() { # variant program args... -> prints the instruction count
     case $v in
         default) env+=(LD_PRELOAD="$LIB") ;;
         all) env+=(LD_PRELOAD="$LIB" OOMTRACE_OPTIONS=stacks=all) ;;
+        forwarder | ideal | ideal_stacks) env+=(LD_PRELOAD="$ROOT/$BB/ref/$(ref_lib $v)") ;;
     esac
     if [ $icount_tool = perf ]; then
         "${env[@]}" perf stat -x, -e instructions:u -o "$tmp" "$@" >/dev/null 2>&1
@@ -346,8 +348,11 @@ if [ $icount_tool != none ]; then
     for w in small_churn realloc_growth deep_large producer_consumer; do
         selected "$w" || continue
         n=${ICN[$w]}
+        # small_churn's floors too: counted, their ratios do not move with the machine's load.
+        vs="none default all"
+        [ $w = small_churn ] && vs+=" forwarder ideal ideal_stacks"
         say "$w: instruction counts ($icount_tool) at $n and $((2 * n)) operations"
-        for v in none default all; do
+        for v in $vs; do
             if [ $w = producer_consumer ]; then a1="2 $n"; a2="2 $((2 * n))"; ops=$((2 * n)); else a1=$n; a2=$((2 * n)); ops=$n; fi
             # shellcheck disable=SC2086
             c1=$(count_instructions $v "$BB/$w" $a1)
@@ -355,7 +360,8 @@ if [ $icount_tool != none ]; then
             c2=$(count_instructions $v "$BB/$w" $a2)
             printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$ops" "${c1:-nan}" "${c2:-nan}" "$(
                 case $v in none) echo "$BB/$w $a2" ;; default) echo "LD_PRELOAD=$B/liboomtrace.so $BB/$w $a2" ;;
-                    all) echo "LD_PRELOAD=$B/liboomtrace.so OOMTRACE_OPTIONS=stacks=all $BB/$w $a2" ;; esac)" >>"$ICOUNT"
+                    all) echo "LD_PRELOAD=$B/liboomtrace.so OOMTRACE_OPTIONS=stacks=all $BB/$w $a2" ;;
+                    *) echo "LD_PRELOAD=$BB/ref/$(ref_lib $v) $BB/$w $a2" ;; esac)" >>"$ICOUNT"
         done
     done
     # The two real programs, whole runs on smaller inputs (N 0 in the table): steadier than their

@@ -126,6 +126,26 @@ def main():
                 return fnum(row[3])
         return float("nan")
 
+    def per_op(w, v):
+        """Marginal instructions per operation (icount rows counted at N and 2N), nan if not counted."""
+        for row in icount:
+            if len(row) >= 5 and row[0] == w and row[1] == v and row[2] != "0":
+                try:
+                    return (int(row[4]) - int(row[3])) / int(row[2])
+                except (ValueError, ZeroDivisionError):
+                    return float("nan")
+        return float("nan")
+
+    def per_op_ratio(w, v):
+        base = per_op(w, "none")
+        return per_op(w, v) / base if base > 0 else float("nan")
+
+    def counted(w, pairs):
+        """"; instructions per operation (counted): label r×, ..." for the variants counted, else ""."""
+        got = [(label, per_op_ratio(w, v)) for label, v in pairs]
+        got = [f"{label} {fmt_ratio(x)}" for label, x in got if x == x]
+        return "; instructions per operation (counted, steady under load): " + ", ".join(got) if got else ""
+
     by = {}
     for r in runs:
         by.setdefault((r.workload, r.variant), []).append(r)
@@ -217,6 +237,8 @@ def main():
                   f"{fmt_ratio(ratio('small_churn', 'forwarder'))} (fastest runs: {fmt_ratio(min_ratio('small_churn', 'forwarder'))}), "
                   f"the ideal exact per-block record {fmt_ratio(ratio('small_churn', 'ideal'))} "
                   f"(fastest runs: {fmt_ratio(min_ratio('small_churn', 'ideal'))})")
+    floors += counted("small_churn", [("oomtrace default", "default"), ("forwarding preload", "forwarder"),
+                                      ("ideal exact record", "ideal")])
     targets.append(("default ≤ 1.3× on the malloc-saturated program (small_churn)",
                     wall_cpu("small_churn", "default") + floors, status(None if r != r else r <= 1.3)))
     for w in ("cc1", "python3"):
@@ -243,6 +265,7 @@ def main():
         peer += (f"; floor measured alongside: the ideal exact record with a stack for every allocation "
                  f"{fmt_ratio(ratio('small_churn', 'ideal_stacks'))} "
                  f"(fastest runs: {fmt_ratio(min_ratio('small_churn', 'ideal_stacks'))})")
+    peer += counted("small_churn", [("oomtrace stacks=all", "all"), ("ideal exact record + stacks", "ideal_stacks")])
     targets.append(("stacks=all ≤ 2× on the malloc-saturated program (small_churn)", wall_cpu("small_churn", "all") + peer,
                     status(None if r != r else r <= 2.0)))
     if any(k[1] == "heaptrack" for k in by):
@@ -363,7 +386,9 @@ def main():
            "block's size in a per-thread 2-way array of oomtrace's nursery shape, and allocated/freed "
            "totals. It has no recursion guard, no options, no sampling, no peak, no shared table, and a "
            "full set overwrites a record. Where the ideal record is above 1.3×, no tracker that keeps "
-           "every block's exact size can meet the default target on this machine.")
+           "every block's exact size can meet the default target on this machine. The floors' "
+           "instructions are counted too (Instruction counts below): the count does not move with the "
+           "machine's load, where a floor's wall time on a busy machine can come out below the program's own.")
         w_("")
     if ok_runs("small_churn", "ideal_stacks"):
         w_("The third floor row of small_churn, `ideal_stacks.so`, is the ideal record plus the least an "

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# scripts/bench_report.py, the step of `make bench` that turns raw measurements into BENCHMARKS.md
+# and decides each target met or missed: fed small hand-made measurements whose ratios are known,
+# it must print those ratios and the verdicts they imply (a wrong verdict there would go unnoticed:
+# make bench is not part of make check).
+. "$(dirname "$0")/lib.sh"
+GEN=$OT_ROOT/scripts/bench_report.py
+command -v python3 >/dev/null 2>&1 || { skip bench_report "python3 is not installed"; exit 0; }
+D=$(newdir bench_report)
+
+# row WORKLOAD VARIANT WALL...: one results line per wall time (rep 1, 2, ...); CPU time = wall.
+row() {
+    local w=$1 v=$2 r=0; shift 2
+    for t in "$@"; do
+        r=$((r + 1))
+        printf '%s\t%s\t%s\t%s\t%s\t0\t1000\t0\t-\n' "$w" "$v" "$r" "$t" "$t" >>"$D/results.tsv"
+    done
+}
+: >"$D/results.tsv"
+row small_churn none 1.00 1.10 0.90
+row small_churn default 1.20 1.25 1.15        # medians 1.20 / 1.00: met (<= 1.3)
+row small_churn all 2.50 2.40 2.60            # 2.50: missed (<= 2)
+row small_churn forwarder 1.05 1.05 1.05
+row small_churn ideal 1.40 1.40 1.40
+row small_churn ideal_stacks 1.90 1.90 1.90
+row small_churn heaptrack 10.0 10.0 10.0      # adds 9.0 against 1.5: 6.0x
+row live_10m none 1.0 1.0 1.0
+row live_10m all 2.0 2.0 2.0
+row live_10m heaptrack 3.0 3.0 3.0            # adds 2.0 against 1.0: 2.0x, missed
+printf 'date=2026-01-01T00:00:00Z\nmode=full\nreps=3\nicount_tool=callgrind\nicount_note=counted with callgrind\n' >"$D/meta.txt"
+# Marginal instructions per operation: (at 2N - at N) / N. none 100, default 130, all 290,
+# forwarder 104, ideal 139, ideal_stacks 195.
+ic() { printf 'small_churn\t%s\t1000\t%s\t%s\tcmd %s\n' "$1" "$2" "$3" "$1" >>"$D/icount.tsv"; }
+: >"$D/icount.tsv"
+ic none 150000 250000
+ic default 180000 310000
+ic all 340000 630000
+ic forwarder 154000 258000
+ic ideal 189000 328000
+ic ideal_stacks 245000 440000
+
+gen() { # OUT [extra args]: runs the generator; GRC its status
+    local out=$1; shift
+    python3 "$GEN" --results "$D/results.tsv" --meta "$D/meta.txt" --out "$out" "$@" >"$D/gen.out" 2>&1
+    GRC=$?
+}
+target_line() { grep -F -- "| $2" "$1" | head -n 1; }
+
+gen "$D/with.md" --icount "$D/icount.tsv"
+if [ "$GRC" -ne 0 ]; then
+    fail bench_report_runs "status $GRC: $(head -c 400 "$D/gen.out")"
+    exit 0
+fi
+pass bench_report_runs
+
+l=$(target_line "$D/with.md" "default ≤ 1.3×")
+check bench_report_default_met bash -c '[[ "$1" == *"wall 1.20×"* && "$1" == *"**met**"* ]]' _ "$l"
+check bench_report_default_floors_counted bash -c \
+    '[[ "$1" == *"oomtrace default 1.30×, forwarding preload 1.04×, ideal exact record 1.39×"* ]]' _ "$l"
+l=$(target_line "$D/with.md" "stacks=all ≤ 2×")
+check bench_report_all_missed bash -c '[[ "$1" == *"wall 2.50×"* && "$1" == *"**missed**"* ]]' _ "$l"
+check bench_report_all_floor_counted bash -c \
+    '[[ "$1" == *"oomtrace stacks=all 2.90×, ideal exact record + stacks 1.95×"* ]]' _ "$l"
+l=$(target_line "$D/with.md" "… the same on the time each tool adds")
+check bench_report_added_time bash -c \
+    '[[ "$1" == *"small_churn 6.0×"* && "$1" == *"live_10m 2.0×"* && "$1" == *"**missed** (1 of 2)"* ]]' _ "$l"
+check bench_report_icount_table grep -q -F '| small_churn | floor: ideal exact record | 1,000 | 189000 | 328000 | 139 | 1.39× |' "$D/with.md"
+
+# Without instruction counts the targets say nothing about them (no "n/a" guesses).
+gen "$D/without.md"
+l=$(target_line "$D/without.md" "default ≤ 1.3×")
+check bench_report_no_counts bash -c '[ "$2" -eq 0 ] && [[ -n "$1" && "$1" != *"instructions per operation"* ]]' _ "$l" "$GRC"
