@@ -496,5 +496,67 @@ TEST(many_threads_find_by_hint)
     setup();
 }
 
+/* A free of a block this thread did not record looks first where the thread's last such search
+ * found its record: in that other thread's nursery, or in the table. Either order must find every
+ * record, also when the two alternate. The recording thread stays alive meanwhile, so that its
+ * nursery stays its own. */
+#define ORDER_BLOCKS 5000
+static pthread_barrier_t order_recorded, order_freed;
+static uint32_t order_nid;
+static void *order_recorder(void *arg)
+{
+    for (long i = 1; i <= ORDER_BLOCKS; i++) ot_live_record(key_of(50, i), 24, OT_KIND_HOST, -1);
+    order_nid = ot_my_counters->nid;
+    pthread_barrier_wait(&order_recorded);
+    pthread_barrier_wait(&order_freed);
+    return arg;
+}
+
+TEST(search_order_follows_last_find)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    ot_live_record(key_of(51, 1), 8, OT_KIND_HOST, -1); /* this thread's counters and nursery */
+    ASSERT(ot_live_forget(key_of(51, 1), NULL, NULL));
+    ASSERT(ot_my_counters != NULL);
+    pthread_barrier_init(&order_recorded, NULL, 2);
+    pthread_barrier_init(&order_freed, NULL, 2);
+    pthread_t th;
+    pthread_create(&th, NULL, order_recorder, NULL);
+    pthread_barrier_wait(&order_recorded);
+    /* More blocks than the recorder's nursery holds: the rest went to the table. */
+    static long in_table[ORDER_BLOCKS], in_nursery[ORDER_BLOCKS];
+    long nt = 0, nn = 0;
+    for (long i = 1; i <= ORDER_BLOCKS; i++) {
+        uint64_t v;
+        if (ot_table_lookup(key_of(50, i), &v)) in_table[nt++] = i;
+        else in_nursery[nn++] = i;
+    }
+    ASSERT(nt > 100 && nn > 100);
+    /* Alternately one of each, then (the longer list's tail) the same place again and again. */
+    long found = 0, flag_wrong = 0;
+    for (long j = 0; j < nt || j < nn; j++) {
+        if (j < nn) {
+            found += ot_live_forget(key_of(50, in_nursery[j]), NULL, NULL);
+            flag_wrong += ot_my_counters->found_in != order_nid + 1;
+        }
+        if (j < nt) {
+            found += ot_live_forget(key_of(50, in_table[j]), NULL, NULL);
+            flag_wrong += ot_my_counters->found_in != 0;
+        }
+    }
+    pthread_barrier_wait(&order_freed);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&order_recorded);
+    pthread_barrier_destroy(&order_freed);
+    EXPECT_EQ_U(found, ORDER_BLOCKS);
+    EXPECT_EQ_U(flag_wrong, 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+    printf("  %ld in the recorder's nursery, %ld in the table\n", nn, nt);
+}
+
 TEST_MAIN(record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
-          records_of_exited_threads, host_paths_exact, many_threads_find_by_hint)
+          records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find)
