@@ -314,7 +314,8 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     int e = errno; /* the table may unmap memory */
     thread_counters_t *me = my_counters;
     uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
-    uint32_t last = me != NULL ? me->found_in : 0, at = 0; /* at: where it was found, as found_in */
+    uint32_t last = me != NULL ? me->found_in : 0, where = 0; /* as found_in */
+    bool found = false;
     nursery_t *g = last - 1 < count ? atomic_load_explicit(&nurseries[last - 1], memory_order_acquire) : NULL;
     nursery_t *h = NULL;
     uint32_t hint = 0;
@@ -334,21 +335,23 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
      * for a bounded time. The owner's move is a few hundred nanoseconds of lock-free work, unless it
      * was preempted; giving up leaves one record behind (counted as live), never a hang. Our own
      * nursery is only seen MOVING from a signal handler that interrupted our own move: no wait. */
-    for (unsigned attempt = 0; attempt < 100000 && !at; attempt++) {
+    for (unsigned attempt = 0; attempt < 100000; attempt++) {
         bool moving = false;
         int r = look_in(g, own, key, val, take);
         if (r == NG_FOUND) {
-            at = last;
+            found = true;
+            where = last;
             break;
         }
         moving |= r == NG_MOVING;
         if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) {
-            at = UINT32_MAX;
+            found = true;
             break;
         }
         r = look_in(h, own, key, val, take);
         if (r == NG_FOUND) {
-            at = hint + 1;
+            found = true;
+            where = hint + 1;
             break;
         }
         moving |= r == NG_MOVING;
@@ -357,24 +360,25 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
             if (n == g || n == h) continue;
             r = look_in(n, own, key, val, take);
             if (r == NG_FOUND) {
-                at = i + 1;
+                found = true;
+                where = i + 1;
                 break;
             }
             moving |= r == NG_MOVING;
         }
-        if (at) break;
+        if (found) break;
         if (!moving) {
             /* One that left its nursery after the table was looked at (or before the nurseries
              * were) is in the table now. */
-            if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) at = UINT32_MAX;
+            found = take ? ot_table_remove(key, val) : ot_table_lookup(key, val);
             break;
         }
         if (attempt >= 64) sched_yield();
         else __builtin_ia32_pause();
     }
-    if (at && me != NULL) me->found_in = at == UINT32_MAX ? 0 : at;
+    if (found && me != NULL) me->found_in = where;
     errno = e;
-    return at != 0;
+    return found;
 }
 
 /* A walk's note with what its early step needs: the call site's kind and device. */
