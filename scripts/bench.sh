@@ -252,6 +252,11 @@ if [ -n "$LSAN_LIB" ]; then
     for w in producer_consumer deep_large realloc_growth; do EXTRA_VARIANTS[$w]="lsan"; done
 fi
 variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
+# A floor variant's preload (tests/bench/ref).
+ref_lib() {
+    case $1 in forwarder) echo forwarder.so ;; ideal) echo ideal_record.so ;; ideal_stacks) echo ideal_stacks.so ;;
+        ideal_table) echo ideal_table.so ;; esac
+}
 
 # The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
 command_for() { # workload variant -> prints the command line
@@ -265,11 +270,9 @@ command_for() { # workload variant -> prints the command line
         default) echo "$pinpfx$env$SNAP/oomtrace $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         all) echo "$pinpfx$env$SNAP/oomtrace --stacks=all $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         heaptrack) echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}" ;;
-        forwarder) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/forwarder.so ${PROG[$w]} ${ARGS[$w]}" ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
-        ideal) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_record.so ${PROG[$w]} ${ARGS[$w]}" ;;
-        ideal_stacks) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_stacks.so ${PROG[$w]} ${ARGS[$w]}" ;;
-        ideal_table) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/ideal_table.so ${PROG[$w]} ${ARGS[$w]}" ;;
+        forwarder | ideal | ideal_stacks | ideal_table)
+            echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/$(ref_lib "$v") ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }
 
@@ -322,7 +325,6 @@ done
 ICOUNT=$RUN/icount.tsv
 : >"$ICOUNT"
 CENV=""
-ref_lib() { case $1 in forwarder) echo forwarder.so ;; ideal) echo ideal_record.so ;; ideal_stacks) echo ideal_stacks.so ;; esac; }
 count_instructions() { # variant program args... -> prints the instruction count (CENV: more VAR=value)
     local v=$1; shift
     local env=(env) tmp=$RUN/cg.err
