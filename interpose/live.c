@@ -291,10 +291,15 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
     return true;
 }
 
-/* Looks for key in nursery n, another thread's (NG_NO for none, or our own). */
-static inline int look_in(nursery_t *n, const nursery_t *own, uint64_t key, uint64_t *val, bool take)
+/* Looks for key in nursery `id`, another thread's (NG_NO for an id not in use, or our own);
+ * found, *where = id + 1 (locate_elsewhere's record of where). */
+static inline int look_at(uint32_t id, uint32_t count, const nursery_t *own, uint64_t key, uint64_t *val, bool take,
+                          uint32_t *where)
 {
-    return n != NULL && n != own ? nursery_find(n, key, val, take, false) : NG_NO;
+    nursery_t *n = id < count ? atomic_load_explicit(&nurseries[id], memory_order_acquire) : NULL;
+    int r = n != NULL && n != own ? nursery_find(n, key, val, take, false) : NG_NO;
+    if (r == NG_FOUND) *where = id + 1;
+    return r;
 }
 
 /* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
@@ -314,14 +319,11 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     int e = errno; /* the table may unmap memory */
     thread_counters_t *me = my_counters;
     uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
-    uint32_t last = me != NULL ? me->found_in : 0, where = 0; /* as found_in */
-    bool found = false;
-    nursery_t *g = last - 1 < count ? atomic_load_explicit(&nurseries[last - 1], memory_order_acquire) : NULL;
-    nursery_t *h = NULL;
-    uint32_t hint = 0;
+    uint32_t last = (me != NULL ? me->found_in : 0) - 1, where = 0; /* last: a nursery id, or none */
+    uint32_t hint = UINT32_MAX;
     if (count > HINT_MIN_THREADS) {
         hint = atomic_load_explicit(&ot_owner_hint[hint_index(key)], memory_order_relaxed);
-        h = hint < count && hint != last - 1 ? atomic_load_explicit(&nurseries[hint], memory_order_acquire) : NULL;
+        if (hint == last) hint = UINT32_MAX;
     }
     /* Where to look: the nursery where this thread's last search found its record (if it was one),
      * the table, the nursery the owner hint names (past HINT_MIN_THREADS nurseries), every other
@@ -337,48 +339,34 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
      * nursery is only seen MOVING from a signal handler that interrupted our own move: no wait. */
     for (unsigned attempt = 0; attempt < 100000; attempt++) {
         bool moving = false;
-        int r = look_in(g, own, key, val, take);
-        if (r == NG_FOUND) {
-            found = true;
-            where = last;
-            break;
-        }
+        int r = look_at(last, count, own, key, val, take, &where);
+        if (r == NG_FOUND) goto found;
         moving |= r == NG_MOVING;
-        if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) {
-            found = true;
-            break;
-        }
-        r = look_in(h, own, key, val, take);
-        if (r == NG_FOUND) {
-            found = true;
-            where = hint + 1;
-            break;
-        }
+        if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) goto found;
+        r = look_at(hint, count, own, key, val, take, &where);
+        if (r == NG_FOUND) goto found;
         moving |= r == NG_MOVING;
         for (uint32_t i = 0; i < count; i++) {
-            nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
-            if (n == g || n == h) continue;
-            r = look_in(n, own, key, val, take);
-            if (r == NG_FOUND) {
-                found = true;
-                where = i + 1;
-                break;
-            }
+            if (i == last || i == hint) continue;
+            r = look_at(i, count, own, key, val, take, &where);
+            if (r == NG_FOUND) goto found;
             moving |= r == NG_MOVING;
         }
-        if (found) break;
         if (!moving) {
             /* One that left its nursery after the table was looked at (or before the nurseries
              * were) is in the table now. */
-            found = take ? ot_table_remove(key, val) : ot_table_lookup(key, val);
+            if (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)) goto found;
             break;
         }
         if (attempt >= 64) sched_yield();
         else __builtin_ia32_pause();
     }
-    if (found && me != NULL) me->found_in = where;
     errno = e;
-    return found;
+    return false;
+found:
+    if (me != NULL) me->found_in = where; /* 0: the table */
+    errno = e;
+    return true;
 }
 
 /* A walk's note with what its early step needs: the call site's kind and device. */
