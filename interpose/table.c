@@ -688,9 +688,9 @@ static bool has_fwd(const gen_t *g, uint64_t k)
 }
 
 /* ------------------------------------------------------------------ operations */
-/* Returns 1 inserted, 0 replaced an existing entry, -1 out of memory. */
-/* The unit test of late inserts parks an insert here: after it saw no newer table, before its CAS
- * (a build of table.c for that test only; internal.h). */
+/* test_table's hooks (its own build of table.c only; internal.h): LATE_INSERT_HOOK parks an insert
+ * in insert_in after it saw no newer table and before its CAS; a key's home; the oldest table's
+ * mapping. */
 #ifdef OT_TABLE_TEST_HOOKS
 void (*ot_table_test_late_insert)(uint64_t key);
 uint64_t ot_table_test_home(uint64_t key, uint64_t cap) { return home(key, cap); }
@@ -708,6 +708,7 @@ void ot_table_test_root_map(void **addr, size_t *bytes)
 #define LATE_INSERT_HOOK(k) ((void)0)
 #endif
 
+/* Returns 1 inserted, 0 replaced an existing entry, -1 out of memory. */
 static int insert_in(gen_t *g, uint64_t k, uint64_t v, uint64_t *old)
 {
     for (;;) {
