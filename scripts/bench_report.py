@@ -141,7 +141,8 @@ def main():
         return per_op(w, v) / base if base > 0 else float("nan")
 
     def counted(w, pairs):
-        """"; instructions per operation (counted): label r×, ..." for the variants counted, else ""."""
+        """The targets' note on counted instructions ("; instructions per operation ...: label r×, ...")
+        for the variants counted, else ""."""
         got = [(label, per_op_ratio(w, v)) for label, v in pairs]
         got = [f"{label} {fmt_ratio(x)}" for label, x in got if x == x]
         return "; instructions per operation (counted, steady under load): " + ", ".join(got) if got else ""
@@ -513,19 +514,13 @@ def main():
         w_("")
         w_("| workload | variant | N | instructions at N | at 2N | per operation | × none | command (2N) |")
         w_("|---|---|---|---|---|---|---|---|")
-        per = {}
         whole = [row for row in icount if len(row) >= 6 and row[2] == "0"]
         for row in icount:
             if len(row) < 6 or row[2] == "0":
                 continue
             wl, v, n, c1, c2, cmd = row[:6]
-            try:
-                p = (int(c2) - int(c1)) / int(n)
-            except ValueError:
-                p = float("nan")
-            per[(wl, v)] = p
-            base = per.get((wl, "none"), float("nan"))
-            rat = "—" if v == "none" else fmt_ratio(p / base if base == base and base > 0 else float("nan"))
+            p = per_op(wl, v)
+            rat = "—" if v == "none" else fmt_ratio(per_op_ratio(wl, v))
             w_(f"| {wl} | {VARIANT_LABEL.get(v, v)} | {int(n):,} | {c1} | {c2} | "
                f"{'n/a' if p != p else f'{p:,.0f}'} | {rat} | `{cmd}` |")
         w_("")
