@@ -232,8 +232,9 @@ PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py
 ENVS[python3]=PYTHONHASHSEED=0
 PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
-# live_10m is the longest workload and its memory figure hardly varies: fewer repetitions.
-if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -gt 3 ]; then WREPS[live_10m]=3; fi
+# live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5, so
+# that each of its variants runs once in each position).
+if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -gt 5 ]; then WREPS[live_10m]=5; fi
 [ -z "$CC1" ] && NOTE[cc1]="skipped: gcc's cc1 not found (apt-get install gcc)"
 [ -n "$cuda_note" ] && NOTE[cuda_path]=$cuda_note
 [ -n "$CUDA_LIBDIR" ] && ENVS[cuda_path]="LD_LIBRARY_PATH=$CUDA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -276,15 +277,32 @@ command_for() { # workload variant -> prints the command line
     esac
 }
 
+# Memory warm-up before every timed run (runstat -w, which explains why): four times the largest
+# resident set any run of the workload has had so far, at least 256 MiB (1 GiB before its first
+# run), at most half of what the machine has available at the start.
+WARM_CAP=$(awk '/^MemAvailable:/ { print int($2 / 2048) }' /proc/meminfo 2>/dev/null)
+[ -n "$WARM_CAP" ] || WARM_CAP=1024
+declare -A RSS_SEEN # workload -> largest max RSS so far (KiB)
+warm_mib() { # workload -> MiB
+    local seen=${RSS_SEEN[$1]:-262144} mib
+    mib=$((seen * 4 / 1024))
+    [ $mib -lt 256 ] && mib=256
+    [ $mib -gt "$WARM_CAP" ] && mib=$WARM_CAP
+    echo $mib
+}
+
 run_one() { # workload variant rep
     local w=$1 v=$2 r=$3 cmd outf=$RUN/out.$1.$2.$3 st=$RUN/stat.$1.$2.$3
     cmd=$(command_for "$w" "$v")
     # shellcheck disable=SC2086
-    (cd "$ROOT" && "$RUNSTAT" "$st" $cmd >"$outf" 2>"$outf.err")
+    (cd "$ROOT" && "$RUNSTAT" -w "$(warm_mib "$w")" "$st" $cmd >"$outf" 2>"$outf.err")
     rm -f "$RUN"/heaptrack.* "$RUN"/report.* "$RUN"/big.s
     local stat metrics
     stat=$(tail -1 "$st" 2>/dev/null)
     [ -n "$stat" ] || stat="nan nan nan 0 255"
+    local rss
+    read -r _ _ _ rss _ <<<"$stat"
+    case $rss in '' | *[!0-9]*) ;; *) [ "$rss" -gt "${RSS_SEEN[$w]:-0}" ] && RSS_SEEN[$w]=$rss ;; esac
     metrics=$(grep -ah '^@' "$outf" | sed 's/^@//; s/ /=/' | paste -sd, -)
     printf '%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$r" "$(echo "$stat" | tr ' ' '\t')" "${metrics:--}" >>"$RES"
     local rc=${stat##* }
@@ -292,6 +310,28 @@ run_one() { # workload variant rep
         say "$w/$v rep $r exited with status $rc:"
         tail -5 "$outf.err" | sed 's/^/    /' >&2
     fi
+}
+
+# The order of the variants in repetition r (0-based) of n: row r of a Williams design. Over n
+# repetitions (2n for odd n) every variant runs once in each position and right after every other
+# variant once. A plain rotation (v0..vn-1, then v1..v0, ...) keeps each variant behind the same
+# one every time: live_10m's ideal table always ran right after heaptrack, whose long exit left the
+# memory cold (runstat's -w explains), and its floor against heaptrack came out at 2.1x (the run at
+# 67e78c3); in this order and with the warm-up, 5.3x.
+run_order() { # n r -> the variant indices, in order
+    local n=$1 r=$2 k s row=() rows
+    rows=$(( n % 2 ? 2 * n : n ))
+    r=$((r % rows))
+    for ((k = 0; k < n; k++)); do
+        if [ $k -eq 0 ]; then s=0; elif [ $((k % 2)) = 1 ]; then s=$(((k + 1) / 2)); else s=$((n - k / 2)); fi
+        row+=($(((s + r) % n)))
+    done
+    if [ $r -ge "$n" ]; then # odd n: the second square is the first one's rows reversed
+        local rev=()
+        for ((k = n - 1; k >= 0; k--)); do rev+=("${row[k]}"); done
+        row=("${rev[@]}")
+    fi
+    echo "${row[*]}"
 }
 
 CMDS=$RUN/commands.tsv
@@ -313,9 +353,8 @@ for w in $ALL_WORKLOADS; do
     say "$w: ${WREPS[$w]} paired repetitions of: ${wvars[*]}"
     nv=${#wvars[@]}
     for ((r = 1; r <= WREPS[$w]; r++)); do
-        # Rotate the order inside each repetition, so that no variant always runs first (cold caches)
-        # or right after the heaviest one.
-        for ((i = 0; i < nv; i++)); do run_one "$w" "${wvars[(i + r - 1) % nv]}" "$r"; done
+        read -r -a order <<<"$(run_order "$nv" $((r - 1)))"
+        for i in "${order[@]}"; do run_one "$w" "${wvars[i]}" "$r"; done
     done
 done
 
