@@ -242,13 +242,23 @@ def main():
                                       ("ideal exact record", "ideal")])
     targets.append(("default ≤ 1.3× on the malloc-saturated program (small_churn)",
                     wall_cpu("small_churn", "default") + floors, status(None if r != r else r <= 1.3)))
+    # A 5% margin is judged on wall time only where the program's own runs in this suite agree to
+    # within 5% (slowest ÷ fastest without the preload); on a noisier machine the wall median
+    # cannot tell 1.04× from 1.06×, and the verdict is taken on the counted instructions instead,
+    # as the issue allows where wall time is too noisy. The status says which decided.
     for w in ("cc1", "python3"):
         r = ratio(w, "default")
         base = whole_count(w, "none")
         ic = whole_count(w, "default") / base if base > 0 else float("nan")
         icn = f"; instructions (whole run, smaller input) {fmt_ratio(ic, 3)}" if ic == ic else ""
-        targets.append((f"default ≤ 1.05× on an everyday program ({w})", wall_cpu(w, "default") + icn,
-                        status(None if r != r else r <= 1.05)))
+        own = [x.wall for x in ok_runs(w, "none")]
+        spread = max(own) / min(own) - 1 if own and min(own) > 0 else float("nan")
+        st = status(None if r != r else r <= 1.05)
+        if spread == spread and spread > 0.05:
+            why = f"the program alone ranged {spread * 100:.0f}% in wall time in this run"
+            st = (status(ic <= 1.05) + f" (on instructions: {why})" if ic == ic
+                  else f"n/a ({why}, and no instruction count)")
+        targets.append((f"default ≤ 1.05× on an everyday program ({w})", wall_cpu(w, "default") + icn, st))
     r = ratio("producer_consumer", "default")
     rs = ratio("small_churn", "default")
     targets.append(("no collapse when threads free each other's blocks (producer_consumer, default; "
@@ -378,7 +388,11 @@ def main():
        "work dominates (cc1, python3, deep_large's kernel time) bounds the ratio by heaptrack ÷ none "
        "whatever oomtrace does, and on the time each tracker adds to the program. The verdict is taken on "
        "wall time; the CPU-time row beside it counts the work heaptrack's interpreter does in a second "
-       "process, which the wall clock of a 2-CPU machine hides while a CPU is idle.")
+       "process, which the wall clock of a 2-CPU machine hides while a CPU is idle. The two 1.05× "
+       "targets are judged on wall time only where the program's own runs (no preload) agree to within "
+       "5%; where they spread more, a wall-time median cannot resolve a 5% margin, and the verdict is "
+       "taken on the counted instructions of a whole run (which leave out cache misses, and include "
+       "oomtrace's start-up); the status then says so.")
     w_("")
     if ok_runs("small_churn", "ideal"):
         w_("The first two floor rows of small_churn are lower bounds, not trackers (tests/bench/ref): "

@@ -27,6 +27,11 @@ row small_churn heaptrack 10.0 10.0 10.0      # adds 9.0 against 1.5: 6.0x
 row live_10m none 1.0 1.0 1.0
 row live_10m all 2.0 2.0 2.0
 row live_10m heaptrack 3.0 3.0 3.0            # adds 2.0 against 1.0: 2.0x, missed
+row cc1 none 3.00 3.05 3.02                   # the program agrees to within 5%: wall time decides
+row cc1 default 3.30 3.33 3.36                # 1.10x: missed, whatever the instructions say
+row python3 none 1.00 1.30 1.10               # spread 30%: the instructions decide
+row python3 default 1.40 1.10 1.20            # 1.20/1.10 = 1.09x wall; instructions 1.004x: met
+                                              # (without counts: n/a)
 printf 'date=2026-01-01T00:00:00Z\nmode=full\nreps=3\nicount_tool=callgrind\nicount_note=counted with callgrind\n' >"$D/meta.txt"
 # Marginal instructions per operation: (at 2N - at N) / N. none 100, default 130, all 290,
 # forwarder 104, ideal 139, ideal_stacks 195.
@@ -38,6 +43,11 @@ ic all 340000 630000
 ic forwarder 154000 258000
 ic ideal 189000 328000
 ic ideal_stacks 245000 440000
+whole() { printf '%s\t%s\t0\t%s\t\tcmd\n' "$1" "$2" "$3" >>"$D/icount.tsv"; }
+whole cc1 none 1000000
+whole cc1 default 1010000
+whole python3 none 1000000
+whole python3 default 1004000
 
 gen() { # OUT [extra args]: runs the generator; GRC its status
     local out=$1; shift
@@ -66,7 +76,15 @@ check bench_report_added_time bash -c \
     '[[ "$1" == *"small_churn 6.0×"* && "$1" == *"live_10m 2.0×"* && "$1" == *"**missed** (1 of 2)"* ]]' _ "$l"
 check bench_report_icount_table grep -q -F '| small_churn | floor: ideal exact record | 1,000 | 189000 | 328000 | 139 | 1.39× |' "$D/with.md"
 
+l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (cc1)")
+check bench_report_steady_wall_decides bash -c '[[ "$1" == *"wall 1.10×"* && "$1" == *"| **missed** |"* ]]' _ "$l"
+l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (python3)")
+check bench_report_noisy_counts_decide bash -c \
+    '[[ "$1" == *"wall 1.09×"* && "$1" == *"**met** (on instructions: the program alone ranged 30% in wall time"* ]]' _ "$l"
+
 # Without instruction counts the targets say nothing about them (no "n/a" guesses).
 gen "$D/without.md"
 l=$(target_line "$D/without.md" "default ≤ 1.3×")
 check bench_report_no_counts bash -c '[ "$2" -eq 0 ] && [[ -n "$1" && "$1" != *"instructions per operation"* ]]' _ "$l" "$GRC"
+l=$(target_line "$D/without.md" "default ≤ 1.05× on an everyday program (python3)")
+check bench_report_noisy_no_counts bash -c '[[ "$1" == *"| n/a (the program alone ranged 30% in wall time in this run, and no instruction count) |"* ]]' _ "$l"
