@@ -601,7 +601,7 @@ def main():
     w_("## Reproducing")
     w_("")
     w_("```")
-    w_("make bench                                  # everything, ~7-10 minutes on 2 cores")
+    w_("make bench                                  # everything, ~13 minutes on 2 cores")
     w_("bash scripts/bench.sh --quick               # smaller sizes, 3 repetitions, ~2-3 minutes")
     w_("bash scripts/bench.sh --only small_churn,cc1 --reps 7")
     w_("bash scripts/bench.sh --no-heaptrack --no-callgrind --no-pin --out /tmp/b.md")
