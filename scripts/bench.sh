@@ -313,11 +313,11 @@ run_one() { # workload variant rep
 }
 
 # The order of the variants in repetition r (0-based) of n: row r of a Williams design. Over n
-# repetitions (2n for odd n) every variant runs once in each position and right after every other
-# variant once. A plain rotation (v0..vn-1, then v1..v0, ...) keeps each variant behind the same
-# one every time: live_10m's ideal table always ran right after heaptrack, whose long exit left the
-# memory cold (runstat's -w explains), and its floor against heaptrack came out at 2.1x (the run at
-# 67e78c3); in this order and with the warm-up, 5.3x.
+# repetitions (2n for odd n) every variant runs equally often in each position and right after
+# each other variant. A plain rotation (v0..vn-1, then v1..v0, ...) keeps each variant behind the
+# same one every time: live_10m's ideal table always ran right after heaptrack, whose long exit
+# left the memory cold (runstat's -w explains), and its floor against heaptrack came out at 2.1x
+# (the run at 67e78c3); in this order and with the warm-up, 5.3-5.9x (three runs).
 run_order() { # n r -> the variant indices, in order
     local n=$1 r=$2 k s row=() rows
     rows=$(( n % 2 ? 2 * n : n ))

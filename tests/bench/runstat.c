@@ -26,8 +26,9 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Writes one byte per page of `mib` MiB of fresh anonymous memory (in huge pages where THP allows:
- * the host backs the same memory for a tenth of the faults), then unmaps it. */
+/* Writes one byte per page of `mib` MiB of fresh anonymous memory, then unmaps it. In huge pages
+ * where THP allows: one fault per 2 MiB instead of 512, and 1.5 GiB took 0.15-0.25 s here instead
+ * of 1.1-2.8 s in 4 KiB pages (right after another run; from cold memory both take seconds). */
 static void warm(long mib)
 {
     size_t n = (size_t)mib << 20;
