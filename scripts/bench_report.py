@@ -279,6 +279,7 @@ def main():
     peer += counted("small_churn", [("oomtrace stacks=all", "all"), ("ideal exact record + stacks", "ideal_stacks")])
     targets.append(("stacks=all ≤ 2× on the malloc-saturated program (small_churn)", wall_cpu("small_churn", "all") + peer,
                     status(None if r != r else r <= 2.0)))
+    table_floor_ratio = float("nan")  # live_10m: heaptrack's added time over the ideal table's, medians
     if any(k[1] == "heaptrack" for k in by):
         parts, oks, over_parts, over_oks = [], [], [], []
         for w in workloads:
@@ -310,8 +311,9 @@ def main():
             h, t, n = (wall_med("live_10m", v) for v in ("heaptrack", "ideal_table", "none"))
             fh, ft, fn = (min(x.wall for x in ok_runs("live_10m", v)) for v in ("heaptrack", "ideal_table", "none"))
             if t - n > 0 and ft - fn > 0:
+                table_floor_ratio = (h - n) / (t - n)
                 table_floor = (f"; floor measured alongside: on live_10m the ideal live table alone gives "
-                               f"{(h - n) / (t - n):.1f}× (fastest runs: {(fh - fn) / (ft - fn):.1f}×)")
+                               f"{table_floor_ratio:.1f}× (fastest runs: {(fh - fn) / (ft - fn):.1f}×)")
         targets.append(("… the same on the time each tool adds to the program "
                         "((heaptrack − none) ÷ (stacks=all − none))", (", ".join(over_parts) or "n/a") + table_floor,
                         status(all(over_oks) if over_oks else None) +
@@ -424,7 +426,11 @@ def main():
            "table in the process: it writes each event down a pipe to another process, which on a 2-CPU "
            "machine runs on the other CPU. Where the ideal table alone adds more than a third of what heaptrack adds, "
            "no tracker that keeps an exact table of live blocks in the process (as the report on failure "
-           "and the leak check need) can be 3× faster than heaptrack on live_10m on this machine.")
+           "and the leak check need) can be 3× faster than heaptrack on live_10m on this machine." +
+           ("" if table_floor_ratio != table_floor_ratio else
+            f" In this run it adds {table_floor_ratio:.1f}× less than heaptrack (medians): " +
+            ("the floor does not rule the target out; what misses it is the rest of oomtrace's table."
+             if table_floor_ratio >= 3 else "by this run, no such tracker can meet the target here.")))
         w_("")
     if any(ok_runs(w, "lsan") for w in workloads):
         w_("The LeakSanitizer rows preload gcc's liblsan (Debian liblsan0) with `LSAN_OPTIONS=exitcode=0` on "

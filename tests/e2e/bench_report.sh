@@ -27,6 +27,7 @@ row small_churn heaptrack 10.0 10.0 10.0      # adds 9.0 against 1.5: 6.0x
 row live_10m none 1.0 1.0 1.0
 row live_10m all 2.0 2.0 2.0
 row live_10m heaptrack 3.0 3.0 3.0            # adds 2.0 against 1.0: 2.0x, missed
+row live_10m ideal_table 1.5 1.5 1.5          # adds 0.5: the floor is 4.0x, below it would rule 3x out
 row cc1 none 3.00 3.05 3.02                   # the program agrees to within 5%: wall time decides
 row cc1 default 3.30 3.33 3.36                # 1.10x: missed, whatever the instructions say
 row python3 none 1.00 1.30 1.10               # spread 30%: the instructions decide
@@ -76,6 +77,7 @@ check bench_report_added_time bash -c \
     '[[ "$1" == *"small_churn 6.0×"* && "$1" == *"live_10m 2.0×"* && "$1" == *"**missed** (1 of 2)"* ]]' _ "$l"
 check bench_report_icount_table grep -q -F '| small_churn | floor: ideal exact record | 1,000 | 189000 | 328000 | 139 | 1.39× |' "$D/with.md"
 
+check bench_report_table_floor grep -q -F 'In this run it adds 4.0× less than heaptrack (medians): the floor does not rule the target out' "$D/with.md"
 l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (cc1)")
 check bench_report_steady_wall_decides bash -c '[[ "$1" == *"wall 1.10×"* && "$1" == *"| **missed** |"* ]]' _ "$l"
 l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (python3)")
@@ -88,3 +90,10 @@ l=$(target_line "$D/without.md" "default ≤ 1.3×")
 check bench_report_no_counts bash -c '[ "$2" -eq 0 ] && [[ -n "$1" && "$1" != *"instructions per operation"* ]]' _ "$l" "$GRC"
 l=$(target_line "$D/without.md" "default ≤ 1.05× on an everyday program (python3)")
 check bench_report_noisy_no_counts bash -c '[[ "$1" == *"| n/a (the program alone ranged 30% in wall time in this run, and no instruction count) |"* ]]' _ "$l"
+# A floor below 3x rules the target out, and says so; without heaptrack there is no floor sentence.
+sed -i 's/^live_10m\tideal_table\t\([0-9]\)\t1.5\t1.5/live_10m\tideal_table\t\1\t2.0\t2.0/' "$D/results.tsv"
+gen "$D/lowfloor.md" --icount "$D/icount.tsv"
+check bench_report_table_floor_rules_out grep -q -F 'In this run it adds 2.0× less than heaptrack (medians): by this run, no such tracker can meet the target here.' "$D/lowfloor.md"
+grep -v -P '\theaptrack\t' "$D/results.tsv" >"$D/noht.tsv"
+python3 "$GEN" --results "$D/noht.tsv" --meta "$D/meta.txt" --out "$D/noht.md" >"$D/gen.out" 2>&1
+check bench_report_table_floor_without_heaptrack bash -c '[ "$1" -eq 0 ] && grep -q "The floor row of live_10m" "$2" && ! grep -q "In this run it adds" "$2"' _ "$?" "$D/noht.md"
