@@ -559,7 +559,9 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
 {
     thread_counters_t *c = my_counters;
     if (OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL)) {
-        prefetch_next_forget(c, key);
+        /* A thread whose last such free found the block in another thread's nursery (a consumer)
+         * most likely finds this one there too: a table line would be fetched for nothing. */
+        if (c->found_in == 0) prefetch_next_forget(c, key);
         return forget_elsewhere(key, c->nursery);
     }
     return ot_live_forget(key, NULL, NULL);
