@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark suite (`make bench`): every workload without the preload, under oomtrace (default
-# settings and stacks=all) and under heaptrack, in paired repetitions; writes BENCHMARKS.md.
-# Never part of `make check`. Needs nothing but the build; installs heaptrack from Debian if it is
-# missing and we are root, otherwise marks the heaptrack columns n/a.
+# settings and stacks=all) and under heaptrack, in paired repetitions (a balanced order, each run
+# after an untimed memory warm-up); writes BENCHMARKS.md. Never part of `make check`. Needs
+# nothing but the build; installs heaptrack from Debian if it is missing and we are root,
+# otherwise marks the heaptrack columns n/a.
 #
 # usage: scripts/bench.sh [--quick] [--only NAME[,NAME...]] [--reps N] [--no-heaptrack]
 #                         [--no-callgrind] [--pin | --no-pin] [--out FILE]
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
         --pin) pin=1 ;;
         --out) out=${2:-}; shift ;;
         --out=*) out=${1#--out=} ;;
-        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
