@@ -222,10 +222,18 @@ def main():
     def status(ok):
         return "n/a" if ok is None else ("**met**" if ok else "**missed**")
 
+    def fastest(w, v):
+        return min((r.wall for r in ok_runs(w, v)), default=float("nan"))
+
     def min_ratio(w, v):
-        b = [r.wall for r in ok_runs(w, "none")]
-        x = [r.wall for r in ok_runs(w, v)]
-        return min(x) / min(b) if b and x and min(b) > 0 else float("nan")
+        b = fastest(w, "none")
+        return fastest(w, v) / b if b > 0 else float("nan")
+
+    def added_ratio(w, v, stat):
+        """heaptrack's added time over variant v's, (heaptrack − none) ÷ (v − none), each taken by
+        stat (wall_med, fastest or cpu_med); inf where v added no time (nothing to divide by)."""
+        h, x, n = stat(w, "heaptrack"), stat(w, v), stat(w, "none")
+        return (h - n) / (x - n) if x - n > 0 else float("inf")
 
     def wall_cpu(w, v):
         return (f"wall {fmt_ratio(ratio(w, v))} (fastest runs: {fmt_ratio(min_ratio(w, v))}), "
@@ -290,13 +298,10 @@ def main():
                 parts.append(f"{w} {h / al:.1f}×")
                 oks.append(h / al >= 3)
                 if n == n:
-                    oa, oh = al - n, h - n
-                    ov = oh / oa if oa > 0 else float("inf")
+                    ov = added_ratio(w, "all", wall_med)
                     # The same on the fastest run of each: the estimate least disturbed by other
                     # work, which matters most for the multi-threaded workload on a busy machine.
-                    fh, fa, fn = (min((x.wall for x in ok_runs(w, v)), default=float("nan"))
-                                  for v in ("heaptrack", "all", "none"))
-                    fv = (fh - fn) / (fa - fn) if fa - fn > 0 else float("inf")
+                    fv = added_ratio(w, "all", fastest)
                     # oomtrace at or below the program's own time: no added time to divide by.
                     fs = ("none added" if fv == float("inf") else "n/a" if fv != fv else f"{fv:.1f}×")
                     ms = "no added time measured" if ov == float("inf") else f"{ov:.1f}×"
@@ -308,12 +313,11 @@ def main():
                         (f" ({sum(oks)} of {len(oks)})" if oks else "")))
         table_floor = ""
         if ok_runs("live_10m", "ideal_table") and ok_runs("live_10m", "heaptrack"):
-            h, t, n = (wall_med("live_10m", v) for v in ("heaptrack", "ideal_table", "none"))
-            fh, ft, fn = (min(x.wall for x in ok_runs("live_10m", v)) for v in ("heaptrack", "ideal_table", "none"))
-            if t - n > 0 and ft - fn > 0:
-                table_floor_ratio = (h - n) / (t - n)
+            mr, fr = (added_ratio("live_10m", "ideal_table", stat) for stat in (wall_med, fastest))
+            if mr != float("inf") and fr != float("inf"):
+                table_floor_ratio = mr
                 table_floor = (f"; floor measured alongside: on live_10m the ideal live table alone gives "
-                               f"{table_floor_ratio:.1f}× (fastest runs: {(fh - fn) / (ft - fn):.1f}×)")
+                               f"{mr:.1f}× (fastest runs: {fr:.1f}×)")
         targets.append(("… the same on the time each tool adds to the program "
                         "((heaptrack − none) ÷ (stacks=all − none))", (", ".join(over_parts) or "n/a") + table_floor,
                         status(all(over_oks) if over_oks else None) +
@@ -324,10 +328,10 @@ def main():
         for w in workloads:
             if w == "cuda_path":
                 continue
-            h, al, n = cpu_med(w, "heaptrack"), cpu_med(w, "all"), cpu_med(w, "none")
-            if h == h and al == al and n == n:
-                cpu_parts.append(f"{w} " + (f"{(h - n) / (al - n):.1f}×" if al - n > 0 else "no added time measured"))
-                cpu_oks.append(al - n <= 0 or (h - n) / (al - n) >= 3)
+            if all(cpu_med(w, v) == cpu_med(w, v) for v in ("heaptrack", "all", "none")):
+                c = added_ratio(w, "all", cpu_med)
+                cpu_parts.append(f"{w} " + ("no added time measured" if c == float("inf") else f"{c:.1f}×"))
+                cpu_oks.append(c >= 3)
         if cpu_parts:
             targets.append(("… the same on the CPU time each tool adds (user + system of all its processes, "
                             "heaptrack's interpreter included)", ", ".join(cpu_parts),
