@@ -37,7 +37,8 @@ typedef struct thread_counters {
     void *sites_pend;          /* pending call-site counts (sites.c), kept with the block */
     uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
     uint32_t found_in;         /* where this thread's last search elsewhere found its record:
-                                * nursery id + 1, or 0 for the table; the next search looks there first */
+                                * nursery id + 1, or 0 for the table; the next search looks there
+                                * first, and a free prefetches the table only after a table find */
     uint64_t last_forget;      /* the last block this thread freed that was not in its nursery */
     struct thread_counters *next;
 } thread_counters_t;

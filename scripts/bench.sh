@@ -233,8 +233,8 @@ PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py
 ENVS[python3]=PYTHONHASHSEED=0
 PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
-# live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5, so
-# that each of its variants runs once in each position).
+# live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5: with
+# heaptrack it has 5 variants, and each then runs once in each position).
 if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -gt 5 ]; then WREPS[live_10m]=5; fi
 [ -z "$CC1" ] && NOTE[cc1]="skipped: gcc's cc1 not found (apt-get install gcc)"
 [ -n "$cuda_note" ] && NOTE[cuda_path]=$cuda_note
