@@ -7,7 +7,8 @@
  * handles such as 1<<62 | h) never reach that range, and insert rejects them. Values are opaque.
  *
  * Slots are 16 bytes {key, val}, changed only by a 16-byte CAS, searched by linear probing from
- * home = (key * golden * cap) >> 64. That home is monotone in the hash, so a migration reads the old
+ * home (the hash of the key's 256-byte granule scaled to cap, plus its 32-byte step in the granule:
+ * see home()). That home is monotone in the hash to within 8 slots, so a migration reads the old
  * table and writes the new one front to back. Removal leaves TOMB (reused by later inserts); within
  * one table a slot never becomes EMPTY again, so a probe may stop at the first EMPTY.
  *
@@ -134,14 +135,20 @@ static inline bool chunk_is_done(const gen_t *g, uint64_t c)
 }
 /* Whole slots that the chunk bits of a table of cap slots take (a bound: it counts a chunk more). */
 static inline uint64_t bits_slots(uint64_t cap) { return ((cap / CHUNK + 1) / 64 + 2) / 2; }
-/* Addresses in the same 256-byte granule share a home, so blocks allocated one after another
- * land in neighbouring slots (one cache miss for several inserts and frees instead of one each);
- * granules themselves are scattered by the multiplicative hash. Tagged keys (handles, small
- * integers) are hashed whole. The home stays monotone in the hash, which migration relies on. */
+/* Blocks in the same 256-byte granule start their searches a few slots apart: from the granule's
+ * base slot, scattered by the multiplicative hash, plus the block's 32-byte step inside the granule
+ * (0..7; glibc's smallest chunk is 32 bytes). Blocks allocated one after another thus land in one
+ * or two neighbouring lines (one cache miss for several inserts and frees instead of one each), and
+ * mostly each in its own slot. With one shared home per granule, as before, every block probed past
+ * the granule's blocks inserted before it: report_1m ran 1,354 instructions per block in the library,
+ * 1,142 with the steps (callgrind). Tagged keys (handles, small integers) are hashed whole. A home is
+ * monotone in the hash to within 8 slots, so a migration still reads the old table and writes the
+ * new one front to back. */
 static inline uint64_t home(uint64_t k, uint64_t cap)
 {
-    uint64_t g = OT_LIKELY(k < (1ull << 56)) ? k >> 8 : k;
-    return (uint64_t)(((u128)(g * 0x9E3779B97F4A7C15ull) * cap) >> 64);
+    if (OT_UNLIKELY(k >= (1ull << 56))) return (uint64_t)(((u128)(k * 0x9E3779B97F4A7C15ull) * cap) >> 64);
+    uint64_t h = (uint64_t)(((u128)((k >> 8) * 0x9E3779B97F4A7C15ull) * cap) >> 64) + ((k >> 5) & 7);
+    return h >= cap ? h - cap : h;
 }
 static inline gen_t *ld_next(const gen_t *g) { return __atomic_load_n(&g->next, __ATOMIC_ACQUIRE); }
 
