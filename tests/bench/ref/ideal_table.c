@@ -2,7 +2,7 @@
  * bound for any tracker that keeps one in the process (oomtrace's live table, LeakSanitizer's
  * allocator metadata) on live_10m. On top of forwarder.c it keeps every live block's size in one
  * open-addressing hash table of 16-byte slots, with the homes oomtrace uses (blocks of one
- * 256-byte granule land in neighbouring slots), linear probing and tombstones; it doubles at 75%
+ * 256-byte granule land in neighbouring slots, each from its 32-byte step), linear probing and tombstones; it doubles at 75%
  * full (live + tombstones), by mmap of the new table, a rehash and munmap of the old one, so it
  * holds 10 million blocks at 26.9 bytes each (oomtrace's table: 23.5, within the same 32-byte
  * budget; a less loaded table probes less, so the floor errs on the fast side). Like oomtrace's
@@ -30,7 +30,7 @@ static unsigned cap_bits;
 
 static inline uint64_t home(uint64_t k, unsigned bits)
 {
-    return ((k >> 8) * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+    return ((((k >> 8) * 0x9E3779B97F4A7C15ull) >> (64 - bits)) + ((k >> 5) & 7)) & ((1ull << bits) - 1);
 }
 
 static void place(slot_t *t, unsigned bits, uint64_t k, uint64_t size)
