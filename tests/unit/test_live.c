@@ -558,5 +558,124 @@ TEST(search_order_follows_last_find)
     printf("  %ld in the recorder's nursery, %ld in the table\n", nn, nt);
 }
 
-TEST_MAIN(record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+/* A thread that keeps nearly everything it allocates sends its records straight to the table after
+ * a window of evictions (live.c: long-lived phases); every record stays exact and findable. Each
+ * part runs on a thread of its own: a fresh nursery, and counters whose phase starts over. */
+#define PHASE_BLOCKS 60000
+static void count_phase_visit(uint64_t key, uint64_t val, void *ctx)
+{
+    uint64_t *acc = ctx;
+    if (key >> 36 == 61) acc[0]++, acc[1] += ot_unpack_size(val);
+}
+
+static void *phase_keeper(void *arg)
+{
+    long *res = arg; /* [0] in the table, [1] lookups wrong, [2] run entered, [3] walk count */
+    for (long i = 1; i <= PHASE_BLOCKS; i++) ot_live_record(key_of(60, i), (uint64_t)(i % 50) + 1, OT_KIND_HOST, -1);
+    res[2] = ot_my_counters->direct_until != 0;
+    for (long i = 1; i <= PHASE_BLOCKS; i++) {
+        uint64_t v, size;
+        res[0] += ot_table_lookup(key_of(60, i), &v);
+        res[1] += !ot_live_lookup(key_of(60, i), &size, NULL) || size != (uint64_t)(i % 50) + 1;
+    }
+    uint64_t acc[2] = {0, 0};
+    ot_live_walk(count_phase_visit, acc);
+    res[3] = (long)acc[0];
+    return NULL;
+}
+
+TEST(long_lived_phase_goes_to_the_table)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    long res[4] = {0, 0, 0, 0};
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, phase_keeper, res) == 0);
+    pthread_join(th, NULL);
+    totals(&b);
+    EXPECT_EQ_U(res[2], 1);
+    /* the nursery keeps the 2,048 it held when the run began; a nursery window (4,096 records)
+     * follows each run of 65,536 */
+    EXPECT(res[0] >= PHASE_BLOCKS - 2048);
+    EXPECT_EQ_U(res[1], 0);
+    EXPECT_EQ_U(res[3], PHASE_BLOCKS);
+    EXPECT_EQ_U(b.count - a.count, PHASE_BLOCKS);
+    uint64_t bytes = 0, size;
+    for (long i = 1; i <= PHASE_BLOCKS; i++) bytes += (uint64_t)(i % 50) + 1;
+    EXPECT_EQ_U(b.bytes - a.bytes, bytes);
+    long bad = 0;
+    for (long i = 1; i <= PHASE_BLOCKS; i++) bad += !ot_live_forget(key_of(60, i), &size, NULL) || size != (uint64_t)(i % 50) + 1;
+    EXPECT_EQ_U(bad, 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+    printf("  %ld of %d records in the table\n", res[0], PHASE_BLOCKS);
+}
+
+/* In a run, a record of the same address still in the nursery is a block whose free went past us:
+ * it is counted as freed, and one record (the new one) remains. */
+static void *phase_stale(void *arg)
+{
+    long *res = arg;
+    uint64_t k = key_of(61, 1), v;
+    ot_live_record(k, 100, OT_KIND_HOST, -1); /* a fresh nursery: it stays there */
+    res[0] = nursery_get(ot_my_counters->nursery, k, &v, false);
+    ot_my_counters->direct_until = atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) + 100;
+    ot_live_record(k, 300, OT_KIND_HOST, -1);
+    res[1] = nursery_get(ot_my_counters->nursery, k, &v, false);
+    res[2] = ot_table_lookup(k, &v);
+    return NULL;
+}
+
+TEST(long_lived_phase_frees_a_stale_nursery_record)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    long res[3] = {0, 0, 0};
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, phase_stale, res) == 0);
+    pthread_join(th, NULL);
+    EXPECT_EQ_U(res[0], 1);
+    EXPECT_EQ_U(res[1], 0);
+    EXPECT_EQ_U(res[2], 1);
+    totals(&b);
+    EXPECT_EQ_U(b.count - a.count, 1);
+    EXPECT_EQ_U(b.bytes - a.bytes, 300);
+    uint64_t size;
+    EXPECT(ot_live_forget(key_of(61, 1), &size, NULL) && size == 300);
+    EXPECT(!ot_live_forget(key_of(61, 1), NULL, NULL));
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+}
+
+/* Blocks freed soon after they were allocated never start a run, however many there are. */
+static void *phase_churn(void *arg)
+{
+    long *res = arg;
+    for (long i = 1; i <= 200000; i++) {
+        ot_live_record(key_of(62, i % 5000), 24, OT_KIND_HOST, -1);
+        if (i >= 64) ot_live_forget(key_of(62, (i - 63) % 5000), NULL, NULL);
+    }
+    for (long i = 200000 - 62; i <= 200000; i++) ot_live_forget(key_of(62, i % 5000), NULL, NULL);
+    res[0] = ot_my_counters->direct_until != 0;
+    return NULL;
+}
+
+TEST(churn_never_enters_a_long_lived_phase)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    long res[1] = {1};
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, phase_churn, res) == 0);
+    pthread_join(th, NULL);
+    EXPECT_EQ_U(res[0], 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+}
+
+TEST_MAIN(long_lived_phase_goes_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find)
