@@ -135,7 +135,6 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
         }
     }
     /* A block adopted from an exited thread keeps its counts, not its phase. */
-    c->direct_until = 0;
     c->window_start = atomic_load_explicit(&c->k[OT_KIND_HOST].total_count, memory_order_relaxed);
     c->window_evictions = 0;
     struct timespec ts;
@@ -274,27 +273,25 @@ static OT_NOINLINE bool evict_way(nursery_way_t *w, int v)
 #define DIRECT_WINDOW 4096u
 #define DIRECT_RUN 65536u
 
-static inline void note_eviction(thread_counters_t *c)
+/* An eviction at host allocation count n. A run is a window that begins in the future: until the
+ * count reaches window_start, place sends records to the table. */
+static inline void note_eviction(thread_counters_t *c, uint64_t n)
 {
-    uint64_t n = atomic_load_explicit(&c->k[OT_KIND_HOST].total_count, memory_order_relaxed);
     c->window_evictions++;
     if (n < c->window_start + DIRECT_WINDOW) return;
-    if ((uint64_t)c->window_evictions * 10 >= (n - c->window_start) * 9) {
-        c->direct_until = n + DIRECT_RUN;
-        c->window_start = c->direct_until; /* the next window begins after the run */
-    } else {
-        c->window_start = n;
-    }
+    bool run = (uint64_t)c->window_evictions * 10 >= (n - c->window_start) * 9;
+    c->window_start = run ? n + DIRECT_RUN : n;
     c->window_evictions = 0;
 }
 
-/* Records (key, val) in this thread's nursery. A way that still holds the same key is a block whose
- * free went past us (RTLD_DEEPBIND): it is counted as freed and reused. When both ways are taken,
- * one of them (in turn) moves to the table: a block that has lived through a set's worth of newer
- * allocations is likely to live on, and the new one is likely to be freed soon, here, for the price
- * of two plain stores. Without this, a program that keeps many blocks (cc1) fills every set and
+/* Records (key, val) in this thread's nursery (n: the thread's host allocation count). A way that
+ * still holds the same key is a block whose free went past us (RTLD_DEEPBIND): it is counted as
+ * freed and reused. When both ways are taken, one of them (in turn) moves to the table: a block
+ * that has lived through a set's worth of newer allocations is likely to live on, and the new one is
+ * likely to be freed soon, here, for the price of two plain stores. Without this, a program that keeps many blocks (cc1) fills every set and
  * sends nearly all its allocations through the table. */
-static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val)
+static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val,
+                                                               uint64_t n)
 {
     unsigned set = nursery_set(key);
     nursery_way_t *w = c->nursery->slot[set];
@@ -310,7 +307,7 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
         way = 1;
     } else {
         way = (int)(c->evict_turn++ & 1);
-        note_eviction(c);
+        note_eviction(c, n);
         if (!evict_way(w, way)) return false;
         /* This set's next eviction, a set's worth of allocations from now, takes the other way or
          * the one filled now (the thread's turn decides which): both lines will be waiting in the
@@ -451,8 +448,9 @@ static inline __attribute__((always_inline)) void place(thread_counters_t *c, ui
 {
     uint64_t val = ot_pack(size, kind, site);
     if (kind == OT_KIND_HOST && c->nursery) {
-        if (OT_LIKELY(atomic_load_explicit(&c->k[OT_KIND_HOST].total_count, memory_order_relaxed) >= c->direct_until)) {
-            if (nursery_put(c, key, val)) goto counted;
+        uint64_t n = atomic_load_explicit(&c->k[OT_KIND_HOST].total_count, memory_order_relaxed);
+        if (OT_LIKELY(n >= c->window_start)) {
+            if (nursery_put(c, key, val, n)) goto counted;
         } else {
             /* A long-lived phase: to the table. A record of this address still in the nursery is
              * a block whose free went past us (nursery_put's case): it is freed. */

@@ -40,10 +40,10 @@ typedef struct thread_counters {
                                 * nursery id + 1, or 0 for the table; the next search looks there
                                 * first, and a free prefetches the table only after a table find */
     uint64_t last_forget;      /* the last block this thread freed that was not in its nursery */
-    /* Long-lived phases (live.c, place): while the thread's host allocation count is below
-     * direct_until, its new records go straight to the table; window_evictions counts the nursery
-     * evictions since the count was window_start. */
-    uint64_t direct_until, window_start;
+    /* Long-lived phases (live.c, place): window_evictions counts the nursery evictions since the
+     * thread's host allocation count was window_start; while the count is below window_start (a
+     * window that begins after a run), its new records go straight to the table. */
+    uint64_t window_start;
     uint32_t window_evictions;
     struct thread_counters *next;
 } thread_counters_t;
