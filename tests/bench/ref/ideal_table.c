@@ -2,10 +2,11 @@
  * bound for any tracker that keeps one in the process (oomtrace's live table, LeakSanitizer's
  * allocator metadata) on live_10m. On top of forwarder.c it keeps every live block's size in one
  * open-addressing hash table of 16-byte slots, with the homes oomtrace uses (blocks of one
- * 256-byte granule land in neighbouring slots, each from its 32-byte step), linear probing and tombstones; it doubles at 75%
- * full (live + tombstones), by mmap of the new table, a rehash and munmap of the old one, so it
- * holds 10 million blocks at 26.9 bytes each (oomtrace's table: 23.5, within the same 32-byte
- * budget; a less loaded table probes less, so the floor errs on the fast side). Like oomtrace's
+ * 256-byte granule land in neighbouring slots, each from its 32-byte step), linear probing and
+ * tombstones; it doubles at 75% full (live + tombstones), by mmap of the new table, a rehash and
+ * munmap of the old one, so it holds 10 million blocks at 26.9 bytes each (oomtrace's table: 23.5,
+ * within the same 32-byte budget; a less loaded table probes less, so the floor errs on the fast
+ * side). Like oomtrace's
  * table it asks for huge pages (from 2 MiB, aligned) and prefetches the next granule's line (on
  * malloc here, where oomtrace has its nursery; on free in the direction of the last free, as
  * oomtrace does). It has none of what makes a tracker usable: no lock or atomic (one thread only:
