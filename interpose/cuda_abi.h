@@ -26,6 +26,7 @@ typedef enum cudaError_enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
     CUDA_ERROR_UNKNOWN = 999
@@ -65,6 +66,7 @@ typedef enum CUmemAllocationType_enum {
 typedef enum CUmemAllocationHandleType_enum {
     CU_MEM_HANDLE_TYPE_NONE = 0x0,
     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+    CU_MEM_HANDLE_TYPE_FABRIC = 0x8,
     CU_MEM_HANDLE_TYPE_MAX = 0x7FFFFFFF
 } CUmemAllocationHandleType;
 

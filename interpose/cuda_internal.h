@@ -32,6 +32,11 @@ void ot_cuda_mark_active(void);
 int ot_cuda_current_device(void);
 /* "CUDA_ERROR_OUT_OF_MEMORY"; a fixed table first, then the driver's cuGetErrorName. */
 const char *ot_cuda_error_name(int code);
+/* An error by which the driver or the runtime refused the request's arguments or properties rather
+ * than ran short of memory (invalid value or device, not permitted, not supported): programs probe
+ * with such requests and fall back, as PyTorch's expandable segments do when the driver refuses a
+ * fabric handle. The hooks give these one log line, not a failure report. */
+bool ot_cuda_error_is_refusal(int code);
 /* Names of runtime errors when the runtime cannot be asked. */
 const char *ot_cudart_error_name_fallback(int code);
 /* Stream-ordered allocations remember their stream (the live table's value has no room for it).

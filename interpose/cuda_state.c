@@ -96,6 +96,7 @@ static const struct {
     {201, "CUDA_ERROR_INVALID_CONTEXT"},
     {500, "CUDA_ERROR_NOT_FOUND"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+    {800, "CUDA_ERROR_NOT_PERMITTED"},
     {801, "CUDA_ERROR_NOT_SUPPORTED"},
     {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"},
     {999, "CUDA_ERROR_UNKNOWN"},
@@ -126,6 +127,7 @@ static const struct {
     {101, "cudaErrorInvalidDevice"},
     {500, "cudaErrorSymbolNotFound"},
     {700, "cudaErrorIllegalAddress"},
+    {800, "cudaErrorNotPermitted"},
     {801, "cudaErrorNotSupported"},
     {999, "cudaErrorUnknown"},
 };
@@ -135,6 +137,13 @@ const char *ot_cudart_error_name_fallback(int code)
     for (size_t i = 0; i < sizeof rt_names / sizeof rt_names[0]; i++)
         if (rt_names[i].code == code) return rt_names[i].name;
     return "cudaError(unnamed)";
+}
+
+bool ot_cuda_error_is_refusal(int code)
+{
+    /* The same numbers in the driver (CUDA_ERROR_*) and the runtime (cudaError*): invalid value,
+     * invalid device, not permitted, not supported. */
+    return code == 1 || code == 101 || code == 800 || code == 801;
 }
 
 /* ---------------------------------------------------------------- streams of pool blocks

@@ -180,6 +180,7 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, CUre
     f.error_name = ot_cuda_error_name((int)r);
     f.device = true;
     f.device_index = dev;
+    f.refused = ot_cuda_error_is_refusal((int)r);
     f.note = note;
     f.origin = origin;
     ot_report_failure(&f);
@@ -383,6 +384,7 @@ static OT_NOINLINE void pool_fail_at(const ot_origin_t *origin, const char *api,
     f.error_name = ot_cuda_error_name((int)r);
     f.device = true;
     f.device_index = ot_cuda_current_device();
+    f.refused = ot_cuda_error_is_refusal((int)r);
     f.note = note;
     f.origin = origin;
     ot_report_failure(&f);

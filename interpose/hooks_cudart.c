@@ -166,6 +166,7 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, cuda
     f.error_name = name ? name : ot_cudart_error_name_fallback((int)r);
     f.device = true;
     f.device_index = dev;
+    f.refused = ot_cuda_error_is_refusal((int)r);
     f.note = note;
     f.origin = origin;
     ot_report_failure(&f);

@@ -376,12 +376,15 @@ typedef struct {
     bool device;            /* a device allocation failed */
     int device_index;       /* -1 unknown */
     bool may_recover;       /* e.g. operator new will call the new-handler and retry */
+    bool refused;           /* the request's arguments or properties were refused, not a shortage of
+                             * memory: one line in the log, no report, not counted as a failure */
     const char *note;       /* extra line, or NULL */
     const ot_origin_t *origin; /* where the hook was called from: the failing stack starts there */
     unsigned skip;          /* without an origin: frames of the hook to drop from the failing stack */
 } ot_failure_t;
 
-/* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. */
+/* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. A refused
+ * request (f->refused) gets one line in the log, for the first few and then at powers of two. */
 void ot_report_failure(const ot_failure_t *f);
 /* Writes a report of the given event ("snapshot", ...) now; returns the report number or -1. */
 int ot_report_event(const char *event, const char *reason);

@@ -24,6 +24,8 @@ static pid_t log_pid;
 static char log_opened_for[sizeof ot_opt.log]; /* the log= value log_fd was opened for */
 static _Atomic unsigned report_counter;
 static _Atomic unsigned failures_total, failures_suppressed;
+static _Atomic unsigned refusals_total; /* refused requests (f->refused): not failures */
+#define REFUSALS_IN_FULL 4                /* lines for the first refusals, then at powers of two */
 
 typedef struct {
     const char *event;
@@ -786,9 +788,51 @@ static void emit(void)
     }
 }
 
+/* A request the driver or runtime refused (invalid value, not permitted, ...): not a shortage of
+ * memory, and often a probe the program falls back from, so one line in the log names the call and
+ * its caller, and no report is written or counted against max_reports. */
+static void note_refusal(const ot_failure_t *f)
+{
+    unsigned n = atomic_fetch_add(&refusals_total, 1) + 1;
+    if (n > REFUSALS_IN_FULL && (n & (n - 1)) != 0) return;
+    if (!lock_report(true)) return;
+    ot_in_hook++;
+    ot_state.pid = (pid_t)syscall(SYS_getpid);
+    int lfd = get_log_fd();
+    if (lfd >= 0) {
+        uintptr_t ip[1];
+        unsigned depth = f->origin ? ot_stack_capture_exact_at(ip, 1, f->origin)
+                                   : ot_stack_capture_exact(ip, 1, f->skip + 1);
+        char line[1024];
+        ot_buf_t b;
+        ot_buf_init(&b, line, sizeof line, lfd);
+        ot_buf_printf(&b, "oomtrace: %s(%llu) returned %s (%d)", f->api, (unsigned long long)f->size,
+                      f->error_name ? f->error_name : "?", f->error_code);
+        if (f->device && f->device_index >= 0) ot_buf_printf(&b, " on GPU %d", f->device_index);
+        if (depth) {
+            ot_symbolize_begin();
+            symbolize_return_address(ip[0]);
+            ot_buf_printf(&b, " in %s", frame_tmp.function[0] ? frame_tmp.function : "??");
+            if (frame_tmp.module && frame_tmp.module[0])
+                ot_buf_printf(&b, " (%s+0x%lx)", frame_tmp.module, (unsigned long)frame_tmp.offset);
+        }
+        ot_buf_puts(&b, ": the request was refused, not short of memory; no report");
+        if (n > 1) ot_buf_printf(&b, " (%u refused requests so far)", n);
+        ot_buf_putc(&b, '\n');
+        ot_buf_flush(&b);
+    }
+    ot_in_hook--;
+    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+}
+
 void ot_report_failure(const ot_failure_t *f)
 {
     int saved = errno;
+    if (f->refused) {
+        note_refusal(f);
+        errno = saved;
+        return;
+    }
     unsigned seen = atomic_fetch_add(&failures_total, 1) + 1;
     if (seen > ot_opt.max_reports) {
         unsigned s = atomic_fetch_add(&failures_suppressed, 1) + 1;
@@ -857,16 +901,20 @@ int ot_report_event(const char *event, const char *reason)
 
 void ot_report_exit_summary(void)
 {
-    unsigned suppressed = atomic_load(&failures_suppressed);
-    if (!suppressed || !lock_report(false)) return;
+    unsigned suppressed = atomic_load(&failures_suppressed), refused = atomic_load(&refusals_total);
+    bool refusals_unsaid = refused > REFUSALS_IN_FULL && (refused & (refused - 1)) != 0;
+    if ((!suppressed && !refusals_unsaid) || !lock_report(false)) return;
     ot_state.pid = (pid_t)syscall(SYS_getpid);
     int fd = get_log_fd();
     if (fd >= 0) {
         char line[256];
         ot_buf_t b;
         ot_buf_init(&b, line, sizeof line, fd);
-        ot_buf_printf(&b, "oomtrace: at exit: %u allocation failures in all, %u of them not reported in full "
-                          "(max_reports=%u)\n", atomic_load(&failures_total), suppressed, ot_opt.max_reports);
+        if (suppressed)
+            ot_buf_printf(&b, "oomtrace: at exit: %u allocation failures in all, %u of them not reported in full "
+                              "(max_reports=%u)\n", atomic_load(&failures_total), suppressed, ot_opt.max_reports);
+        if (refusals_unsaid)
+            ot_buf_printf(&b, "oomtrace: at exit: %u refused requests in all (not shortages of memory)\n", refused);
         ot_buf_flush(&b);
     }
     atomic_flag_clear_explicit(&report_busy, memory_order_release);

@@ -40,6 +40,16 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "oom")) {
         CUdeviceptr d;
         CUmemGenericAllocationHandle h;
+        /* PyTorch's expandable segments ask for a fabric handle first and, refused, fall back. */
+        CUmemAllocationProp fabric = on_dev;
+        fabric.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+        CUresult rf = cuMemCreate(&h, 20 * MiB, &fabric, 0);
+        printf("cuMemCreate fabric %d\n", (int)rf);
+        if (rf != CUDA_SUCCESS) {
+            fabric.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+            CK(cuMemCreate(&h, 20 * MiB, &fabric, 0));
+        }
+        CK(cuMemRelease(h));
         printf("cuMemAlloc %d\n", (int)cuMemAlloc(&d, 1ull << 46));
         printf("cuMemCreate %d\n", (int)cuMemCreate(&h, 1ull << 46, &on_dev, 0));
         printf("cuMemAllocFromPoolAsync_ptsz %d\n", (int)cuMemAllocFromPoolAsync_ptsz(&d, 1ull << 46, pool, s));

@@ -17,7 +17,9 @@
  *   OT_FAKE_CUDA_INIT_ERROR=N      cuInit returns N (100 = no device, 999, ...)
  *   OT_FAKE_CUDA_DRIVER_VERSION    what cuDriverGetVersion says (13000)
  *   OT_FAKE_CUDA_HIDE=a,b          base names cuGetProcAddress pretends not to know
- *   OT_FAKE_CUDA_TRACE=1           log every cuGetProcAddress lookup to stderr */
+ *   OT_FAKE_CUDA_TRACE=1           log every cuGetProcAddress lookup to stderr
+ *   OT_FAKE_CUDA_FABRIC=0          1: cuMemCreate grants fabric handles (an IMEX channel); without
+ *                                  one the real driver answers CUDA_ERROR_NOT_PERMITTED (H200, 580) */
 #define OT_FAKE_CUDA_IMPL 1
 #include <dlfcn.h>
 #include <pthread.h>
@@ -46,6 +48,7 @@ static struct {
     char name[128];
     char hide[512];
     int trace;
+    int fabric;
 } cfg = {.once = PTHREAD_ONCE_INIT};
 
 static _Atomic int initialized;
@@ -76,6 +79,7 @@ static void load_cfg(void)
     cfg.init_error = (int)env_size("OT_FAKE_CUDA_INIT_ERROR", 0);
     cfg.driver_version = (int)env_size("OT_FAKE_CUDA_DRIVER_VERSION", 13000);
     cfg.trace = (int)env_size("OT_FAKE_CUDA_TRACE", 0);
+    cfg.fabric = (int)env_size("OT_FAKE_CUDA_FABRIC", 0);
     const char *n = getenv("OT_FAKE_GPU_NAME");
     snprintf(cfg.name, sizeof cfg.name, "%s", n && *n ? n : "oomtrace fake GPU");
     const char *h = getenv("OT_FAKE_CUDA_HIDE");
@@ -482,9 +486,12 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, cons
     if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
         dev = prop->location.id;
         if (dev < 0 || dev >= cfg.count) return CUDA_ERROR_INVALID_DEVICE;
+        /* A fabric handle needs an IMEX channel; PyTorch asks for one first and falls back. */
+        if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) && !cfg.fabric) return CUDA_ERROR_NOT_PERMITTED;
         if ((r = charge(dev, size))) return r;
         kind = B_VMM_DEV;
     } else if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+        if (prop->requestedHandleTypes) return CUDA_ERROR_INVALID_VALUE; /* host memory is not IPC capable */
         if ((r = charge_pinned(size))) return r;
         kind = B_VMM_HOST;
     } else {

@@ -104,6 +104,15 @@ run_preloaded "$d" "$CT/drv_paths" oom
 expect_apis cuda_drv_oom_apis "$d" "cuMemAllocFromPoolAsync_ptsz:2 cuMemAlloc_v2:2 cuMemCreate:2 "
 f=$(ls "$d"/oomtrace.*.json | head -n 1)
 check cuda_drv_oom_error_name test "$(json_get "$f" "r['failure']['error']")" = CUDA_ERROR_OUT_OF_MEMORY
+# The fabric-handle probe before them was refused (800), not short of memory: the program saw its
+# error and fell back; the log has one line naming it and its caller, and no report was written
+# for it (the reports above are the three shortages alone).
+check cuda_drv_refusal_passed_through grep -qx 'cuMemCreate fabric 800' "$d/out.txt"
+check cuda_drv_refusal_fallback_ran grep -qx 'cuMemAlloc 2' "$d/out.txt"
+check cuda_drv_refusal_one_log_line test "$(grep -c 'the request was refused, not short of memory; no report' "$d/log.txt")" = 1
+check cuda_drv_refusal_names_call_and_caller grep -q '^oomtrace: cuMemCreate(20971520) returned CUDA_ERROR_NOT_PERMITTED (800) on GPU 0 in main (.*drv_paths+0x[0-9a-f]*): ' "$d/log.txt"
+( cd "$d" && "$CT/drv_paths" oom >plain.txt 2>&1 )
+check cuda_drv_refusal_same_output cmp -s "$d/plain.txt" "$d/out.txt"
 unset OOMTRACE_OPTIONS_EXTRA
 
 # cuda=0: nothing recorded, nothing wrapped, same results.

@@ -180,6 +180,56 @@ TEST(flood_is_summarised)
     EXPECT_CONTAINS(text, "more allocation failures not reported in full");
 }
 
+static __attribute__((noinline)) void fake_refused_request(void)
+{
+    ot_failure_t f = {0};
+    f.api = "cuMemCreate";
+    f.size = 20 << 20;
+    f.error_code = 800;
+    f.error_name = "CUDA_ERROR_NOT_PERMITTED";
+    f.device = true;
+    f.device_index = 0;
+    f.refused = true;
+    ot_report_failure(&f);
+}
+
+/* A refused request (PyTorch's fabric-handle probe) is not a shortage: a line for the first four,
+ * then at powers of two, and a count at exit; no report, not counted as a failure, no malloc. */
+TEST(refusals_get_a_line_not_a_report)
+{
+    setup("refused");
+    unsigned before = ot_report_failures_total();
+    errno = 4321;
+#if HAVE_MALLOC_COUNTER
+    mallocs_seen = 0;
+    count_mallocs = 1;
+#endif
+    for (int i = 0; i < 10; i++) fake_refused_request();
+#if HAVE_MALLOC_COUNTER
+    count_mallocs = 0;
+    EXPECT_EQ_U(mallocs_seen, 0);
+#endif
+    EXPECT_EQ_U(errno, 4321);
+    EXPECT_EQ_U(ot_report_failures_total(), before);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test $(ls %s/*.json 2>/dev/null | wc -l) -eq 0", dir);
+    EXPECT(system(cmd) == 0);
+    ot_report_exit_summary();
+    char path[400];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    char *text = slurp(path);
+    ASSERT(text);
+    /* No origin and skip 0: the stack starts at the function that stands for the hook. */
+    EXPECT_CONTAINS(text, "oomtrace: cuMemCreate(20971520) returned CUDA_ERROR_NOT_PERMITTED (800) on GPU 0 in "
+                          "fake_refused_request");
+    unsigned lines = 0;
+    for (const char *p = text; (p = strstr(p, "the request was refused, not short of memory; no report")); p++) lines++;
+    EXPECT_EQ_U(lines, 5); /* refusals 1, 2, 3, 4 and 8 */
+    EXPECT_CONTAINS(text, "(8 refused requests so far)");
+    EXPECT_CONTAINS(text, "at exit: 10 refused requests in all (not shortages of memory)");
+    EXPECT(strstr(text, "====") == NULL);
+}
+
 TEST(report_file_never_follows_symlinks)
 {
     setup("symlink");
@@ -202,4 +252,4 @@ TEST(report_file_never_follows_symlinks)
 }
 
 TEST_MAIN(failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, flood_is_summarised,
-          report_file_never_follows_symlinks)
+          refusals_get_a_line_not_a_report, report_file_never_follows_symlinks)
