@@ -256,7 +256,22 @@ static void diag_device(diag_sink sink, void *ctx, char *line, size_t cap)
         LINE_END();
         said = true;
     }
-    if (d->mem_known && d->free >= f->size) {
+    bool listed = false;
+    for (int i = 0; i < d->nprocs; i++) listed |= d->procs[i].is_self;
+    if (d->mem_known && d->free >= f->size && self == 0 && !listed) {
+        /* Nothing of ours on the device, and not among its processes: no context yet. Creating one
+         * (the runtime does it in the first call) takes device memory too, hundreds of MiB. */
+        LINE_BEGIN();
+        ot_buf_puts(&b, "this process holds no device memory yet");
+        if (d->procs_known) ot_buf_printf(&b, " and is not among GPU %d's processes", d->index);
+        ot_buf_puts(&b, ": its first CUDA call creates a context, which takes device memory of its own "
+                        "(hundreds of MiB on recent GPUs), so ");
+        ot_buf_bytes(&b, d->free);
+        ot_buf_puts(&b, d->procs_known ? " free was too little for the context and the request together"
+                                       : " free may have been too little for the context and the request together");
+        LINE_END();
+        said = true;
+    } else if (d->mem_known && d->free >= f->size) {
         LINE_BEGIN();
         ot_buf_puts(&b, "free memory (");
         ot_buf_bytes(&b, d->free);

@@ -11,7 +11,8 @@
  *   OT_FAKE_GPU_NAME               device name ("oomtrace fake GPU")
  *   OT_FAKE_GPU_OTHER_USED=0       bytes held by another process (read by the NVML double too)
  *   OT_FAKE_GPU_OTHER_DEVICE=0     the device it holds them on
- *   OT_FAKE_GPU_CTX_OVERHEAD=0     bytes a context costs (counted as used on first use)
+ *   OT_FAKE_GPU_CTX_OVERHEAD=0     bytes a context costs (taken on first use; if they do not fit,
+ *                                  that use fails with CUDA_ERROR_OUT_OF_MEMORY)
  *   OT_FAKE_PINNED_LIMIT           pinned host bytes that may be allocated (unlimited)
  *   OT_FAKE_GPU_MAX_BLOCK          largest block that can be found (fragmentation; unlimited)
  *   OT_FAKE_CUDA_INIT_ERROR=N      cuInit returns N (100 = no device, 999, ...)
@@ -109,7 +110,17 @@ static CUresult current(int *dev)
     CUresult r = ready();
     if (r) return r;
     if (cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (!ctx_charged[cur_dev] && !atomic_exchange(&ctx_charged[cur_dev], 1)) used[cur_dev] += cfg.ctx_overhead;
+    if (!ctx_charged[cur_dev] && !atomic_exchange(&ctx_charged[cur_dev], 1)) {
+        /* Creating the context takes device memory of its own: on a device too full for it the
+         * first call fails with OUT_OF_MEMORY, as a real runtime's first cudaMalloc does. */
+        unsigned long long u = used[cur_dev];
+        do {
+            if (u + other_on(cur_dev) + cfg.ctx_overhead > cfg.total) {
+                ctx_charged[cur_dev] = 0;
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        } while (!atomic_compare_exchange_weak(&used[cur_dev], &u, u + cfg.ctx_overhead));
+    }
     *dev = cur_dev;
     return CUDA_SUCCESS;
 }

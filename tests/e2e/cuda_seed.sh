@@ -34,6 +34,19 @@ fi
 check seed000_diagnosis log_has "$d" "other processes hold 11.5 GiB of 12.0 GiB on GPU 0: pid 4242 (python3) 11.5 GiB"
 check seed000_points_away_from_top log_has "$d" "top does not show GPU memory"
 
+# ---- seed 000 as it went on an H200: the other process leaves 255 MiB, less than a context takes,
+# so the first cudaMalloc (100 MB, which alone would fit) fails creating the context.
+d=$(newdir seed000_no_context)
+OT_FAKE_GPU_TOTAL=12G OT_FAKE_GPU_OTHER_USED=$((12 * 1024 - 255))M OT_FAKE_GPU_CTX_OVERHEAD=512M \
+    run_preloaded "$d" "$EX/cuda_oom"
+check seed000_no_context_aborts_as_caffe_does grep -q 'Check failed: error == cudaSuccess (2 vs. 0)  out of memory' "$d/err.txt"
+[ -n "$(first_report "$d")" ] &&
+    check seed000_no_context_first_blob test "$(fj "$d" "(r['failure']['api'], r['failure']['size'], r['live']['device']['bytes'])")" \
+        = "('cudaMalloc', 100000000, 0)"
+check seed000_no_context_names_other log_has "$d" "other processes hold 11.8 GiB of 12.0 GiB on GPU 0: pid 4242"
+check seed000_no_context_diagnosis log_has "$d" "this process holds no device memory yet and is not among GPU 0's processes: its first CUDA call creates a context, which takes device memory of its own (hundreds of MiB on recent GPUs), so 255.0 MiB free was too little for the context and the request together"
+check seed000_no_context_not_fragmentation sh -c "! grep -q fragmentation '$d/log.txt'"
+
 # Without the other process the same program runs.
 d=$(newdir seed000_alone)
 OT_FAKE_GPU_TOTAL=12G run_preloaded "$d" "$EX/cuda_oom"
