@@ -50,14 +50,29 @@ export OT_FAKE_GPU_TOTAL=16G OT_FAKE_GPU_OTHER_USED=12G OT_FAKE_GPU_OTHER_PID=42
 device_of() { json_get "$(first_report "$1")" "(lambda d: $2)(r['devices'][0])"; }
 log_has() { grep -q -- "$2" "$1/log.txt"; }
 
+# system_has LIB: the dynamic loader finds LIB without LD_LIBRARY_PATH (a driver is installed), so
+# its absence cannot be simulated by leaving it off the path.
+system_has() {
+    ldconfig -p 2>/dev/null | awk -v lib="$1" '$1 == lib { found = 1 } END { exit !found }' && return 0
+    local dir
+    for dir in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /lib /usr/lib; do
+        [ -e "$dir/$1" ] && return 0
+    done
+    return 1
+}
+
 # ---- the runtime without any driver: the runtime's own error comes back, the report says why
-d=$(newdir no_driver)
-mkdir -p "$d/empty"
-LD_LIBRARY_PATH=$d/empty run_preloaded "$d" "$CT/paths_shared" oom
-check cuda_no_driver_error_passed_through grep -qx 'cudaMalloc 35' "$d/out.txt"
-check cuda_no_driver_reported test -n "$(first_report "$d")"
-if [ -n "$(first_report "$d")" ]; then
-    check cuda_no_driver_unavailable_reason sh -c "python3 -c \"import json,sys; r=json.load(open(sys.argv[1])); d=r['devices'][0]; sys.exit(0 if d['total'] is None and 'libcuda.so.1' in d['unavailable'] else 1)\" '$(first_report "$d")'"
+if system_has libcuda.so.1; then
+    skip cuda_no_driver "this machine has a CUDA driver (libcuda.so.1 on the loader's path): no driver cannot be simulated"
+else
+    d=$(newdir no_driver)
+    mkdir -p "$d/empty"
+    LD_LIBRARY_PATH=$d/empty run_preloaded "$d" "$CT/paths_shared" oom
+    check cuda_no_driver_error_passed_through grep -qx 'cudaMalloc 35' "$d/out.txt"
+    check cuda_no_driver_reported test -n "$(first_report "$d")"
+    if [ -n "$(first_report "$d")" ]; then
+        check cuda_no_driver_unavailable_reason sh -c "python3 -c \"import json,sys; r=json.load(open(sys.argv[1])); d=r['devices'][0]; sys.exit(0 if d['total'] is None and 'libcuda.so.1' in d['unavailable'] else 1)\" '$(first_report "$d")'"
+    fi
 fi
 
 # ---- cuInit fails (no device): the driver's own name and text
@@ -83,7 +98,9 @@ for f in libcuda.so.1 libcuda.so libfakecudart.so; do ln -sf "$DBL/$f" "$OT_TMP/
 d=$(newdir nvml_absent)
 LD_LIBRARY_PATH=$OT_TMP/nonvml run_preloaded "$d" "$CT/paths_shared" oom
 check cuda_nvml_absent_still_reports test -n "$(first_report "$d")"
-if [ -n "$(first_report "$d")" ]; then
+if system_has libnvidia-ml.so.1; then
+    skip cuda_nvml_absent_said "this machine has NVML (libnvidia-ml.so.1 on the loader's path): its absence cannot be simulated"
+elif [ -n "$(first_report "$d")" ]; then
     check cuda_nvml_absent_said sh -c "python3 -c \"import json,sys; d=json.load(open(sys.argv[1]))['devices'][0]; sys.exit(0 if d['processes'] is None and 'NVML' in d['processes_note'] and d['free'] is not None else 1)\" '$(first_report "$d")'"
 fi
 
