@@ -78,7 +78,7 @@ expect_kinds cuda_entry_points_live_exact "$d" 1 "device=$((6 * MiB))/2 managed=
 
 # Failures: each reported under the exact variant the program reached.
 # report_apis DIR: the failing API of every report, sorted, space separated
-report_apis() { for f in "$1"/oomtrace.*.json; do json_get "$f" "r['failure']['api'] + ':' + str(r['failure']['error_code'])"; done | sort | tr '\n' ' '; }
+report_apis() { for f in "$1"/oomtrace.*.json; do json_get "$f" "r['failure']['api'] + ':' + str(r['failure']['error_code'])"; done | LC_ALL=C sort | tr '\n' ' '; }
 expect_apis() {
     local name=$1 dir=$2 want=$3 got
     got=$(report_apis "$dir")
