@@ -34,6 +34,7 @@ typedef struct thread_counters {
     struct nursery *nursery;
     uint32_t nid;
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
+    uint32_t walk_bytes;       /* its size: a record adopted by a later thread keeps its mapping */
     void *sites_pend;          /* pending call-site counts (sites.c), kept with the block */
     uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
     uint32_t found_in;         /* where this thread's last search elsewhere found its record:

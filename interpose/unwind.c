@@ -851,7 +851,8 @@ static inline int memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr
 {
     __m128i tags = _mm_load_si128((const __m128i *)(const void *)w->tag);
     __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)key_tag(ip, sp)));
-    /* With two buffers (sampled stacks) the other one is only the next walk's scratch. */
+    /* With two buffers (the least memory a walk cache takes) the other one is only the next walk's
+     * scratch. */
     unsigned mine = w->nbufs > 2 ? (1u << w->nbufs) - 1 : 1u << w->order[0];
     for (unsigned cand = (unsigned)_mm_movemask_epi8(eq) & mine; cand; cand &= cand - 1) {
         unsigned b = (unsigned)__builtin_ctz(cand);

@@ -384,6 +384,35 @@ TEST(record_stack_starts_at_hook_caller)
     setup();
 }
 
+/* A thread's walk cache: four buffers with sampled stacks, sixteen with stacks=all, also where it
+ * adopts the counters of an exited thread that had fewer. */
+static void *walk_cache_worker(void *arg)
+{
+    rec_host(key_of(14, 1), 64);
+    *(unsigned *)arg = ot_walk_cache ? ot_walk_cache->nbufs : 0;
+    EXPECT(forget_host(key_of(14, 1)));
+    return NULL;
+}
+
+TEST(walk_cache_by_stacks_mode)
+{
+    static const ot_stacks_mode_t modes[] = {OT_STACKS_SAMPLED, OT_STACKS_ALL, OT_STACKS_SAMPLED};
+    unsigned nbufs[3];
+    for (int m = 0; m < 3; m++) {
+        ot_options_defaults(&ot_opt);
+        ot_opt.stacks = modes[m];
+        pthread_t th;
+        ASSERT(pthread_create(&th, NULL, walk_cache_worker, &nbufs[m]) == 0);
+        pthread_join(th, NULL);
+    }
+    /* The second thread may adopt the first's counters, and gets sixteen all the same; the third
+     * may adopt the second's, and keeps their larger mapping. */
+    EXPECT_EQ_U(nbufs[0], 4);
+    EXPECT_EQ_U(nbufs[1], 16);
+    EXPECT(nbufs[2] == 4 || nbufs[2] == 16);
+    setup();
+}
+
 /* The peak is folded in per PEAK_GRANULE of change on each thread: a level reached and left
  * again, never asked for while it lasted, still shows within a granule per thread. */
 static void *peak_worker(void *arg)
@@ -687,5 +716,5 @@ TEST(churn_never_enters_a_long_lived_phase)
     EXPECT_EQ_U(b.count, a.count);
 }
 
-TEST_MAIN(long_lived_phase_goes_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find)

@@ -667,8 +667,12 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
     uintptr_t ips[OT_MAX_FRAMES];
     ot_stack_note_t note = {0};
     char name[512];
-    for (volatile int small = 0; small < 2; small++) {
-        ot_unwind_attach(walk_mem[1], small ? OT_UNWIND_CACHE_MIN_BYTES : sizeof walk_mem[1]);
+    /* Two buffers remember one walk; four (sampled stacks) three; sixteen (stacks=all) fifteen. */
+    static const size_t sizes[] = {sizeof walk_mem[1], OT_UNWIND_CACHE_SAMPLED_BYTES, OT_UNWIND_CACHE_MIN_BYTES};
+    static const char *const said[] = {"sixteen walks remembered", "four walks remembered", "two walks remembered"};
+    for (volatile int size = 0; size < 3; size++) {
+        bool small = size == 2;
+        ot_unwind_attach(walk_mem[1], sizes[size]);
         unsigned hits = 0;
         for (volatile unsigned i = 0; i < 13; i++) {
             unsigned which = i % 3, n;
@@ -690,8 +694,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
                 ot_unwind_note_set(note.walk, 7, 100 + which);
             }
         }
-        printf("  %s: %u of 12 stacks taken in turn found with their note\n",
-               small ? "two walks remembered" : "sixteen walks remembered", hits);
+        printf("  %s: %u of 12 stacks taken in turn found with their note\n", said[size], hits);
         EXPECT_EQ_U(hits, small ? 0 : 9);
         /* The same stack with another value in rbp each time: found again (the last walk, then a
          * remembered one after another stack in between). */
