@@ -213,12 +213,12 @@ static inline uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin
 void ot_unwind_init(void);
 /* Per-thread memory for the walk cache, owned by the caller (NULL: none). OT_UNWIND_CACHE_BYTES
  * remembers the last 16 walks (stacks=all: a stack seen again among them is not walked again, and
- * its noted call site comes back); OT_UNWIND_CACHE_SAMPLED_BYTES four buffers, the last three walks
+ * its noted call site comes back); OT_UNWIND_CACHE_SAMPLED_BYTES six buffers, the last five walks
  * and the next one's (sampled stacks: an interpreter loop that makes large blocks from a few stacks
  * in turn, as numpy and PyTorch code does, finds them again); OT_UNWIND_CACHE_MIN_BYTES two, the
  * last walk and the next one's. */
 #define OT_UNWIND_CACHE_BYTES 114688
-#define OT_UNWIND_CACHE_SAMPLED_BYTES 28672
+#define OT_UNWIND_CACHE_SAMPLED_BYTES 45056
 #define OT_UNWIND_CACHE_MIN_BYTES 14336
 void ot_unwind_attach(void *mem, size_t bytes);
 void ot_unwind_flush(void);

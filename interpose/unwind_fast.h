@@ -52,7 +52,7 @@ typedef struct ot_walk {
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
                "OT_UNWIND_CACHE_BYTES too small");
-_Static_assert(sizeof(walk_t) + 4 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_SAMPLED_BYTES,
+_Static_assert(sizeof(walk_t) + 6 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_SAMPLED_BYTES,
                "OT_UNWIND_CACHE_SAMPLED_BYTES too small");
 _Static_assert(sizeof(walk_t) + 2 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_MIN_BYTES,
                "OT_UNWIND_CACHE_MIN_BYTES too small");

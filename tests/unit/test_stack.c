@@ -667,9 +667,9 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
     uintptr_t ips[OT_MAX_FRAMES];
     ot_stack_note_t note = {0};
     char name[512];
-    /* Two buffers remember one walk; four (sampled stacks) three; sixteen (stacks=all) fifteen. */
+    /* Two buffers remember one walk; six (sampled stacks) five; sixteen (stacks=all) fifteen. */
     static const size_t sizes[] = {sizeof walk_mem[1], OT_UNWIND_CACHE_SAMPLED_BYTES, OT_UNWIND_CACHE_MIN_BYTES};
-    static const char *const said[] = {"sixteen walks remembered", "four walks remembered", "two walks remembered"};
+    static const char *const said[] = {"sixteen walks remembered", "six walks remembered", "two walks remembered"};
     for (volatile int size = 0; size < 3; size++) {
         bool small = size == 2;
         ot_unwind_attach(walk_mem[1], sizes[size]);
