@@ -122,12 +122,19 @@ static void symbolize_return_address(uintptr_t ip)
     ot_symbolize(ip > 0 ? ip - 1 : ip, &frame_tmp);
 }
 
+/* "function (module+0xoffset)" of the frame just symbolized. */
+static void put_frame_where(ot_buf_t *b)
+{
+    ot_buf_puts(b, frame_tmp.function[0] ? frame_tmp.function : "??");
+    if (frame_tmp.module && frame_tmp.module[0])
+        ot_buf_printf(b, " (%s+0x%lx)", frame_tmp.module, (unsigned long)frame_tmp.offset);
+}
+
 static void text_frame(ot_buf_t *b, unsigned i, uintptr_t ip)
 {
     symbolize_return_address(ip);
-    ot_buf_printf(b, "oomtrace:     #%u %p in %s", i, (void *)ip, frame_tmp.function[0] ? frame_tmp.function : "??");
-    if (frame_tmp.module && frame_tmp.module[0])
-        ot_buf_printf(b, " (%s+0x%lx)", frame_tmp.module, (unsigned long)frame_tmp.offset);
+    ot_buf_printf(b, "oomtrace:     #%u %p in ", i, (void *)ip);
+    put_frame_where(b);
     if (frame_tmp.file[0]) ot_buf_printf(b, " %s:%d", frame_tmp.file, frame_tmp.line);
     ot_buf_putc(b, '\n');
 }
@@ -827,9 +834,8 @@ static void note_refusal(const ot_failure_t *f)
         if (depth) {
             ot_symbolize_begin();
             symbolize_return_address(ip[0]);
-            ot_buf_printf(&b, " in %s", frame_tmp.function[0] ? frame_tmp.function : "??");
-            if (frame_tmp.module && frame_tmp.module[0])
-                ot_buf_printf(&b, " (%s+0x%lx)", frame_tmp.module, (unsigned long)frame_tmp.offset);
+            ot_buf_puts(&b, " in ");
+            put_frame_where(&b);
         }
         ot_buf_puts(&b, ": the request was refused, not short of memory; no report");
         if (n > 1) ot_buf_printf(&b, " (%u refused requests so far)", n);
