@@ -2,8 +2,8 @@
 # The benchmark suite (`make bench`): every workload without the preload, under oomtrace (default
 # settings and stacks=all) and under heaptrack, in paired repetitions (a balanced order, each run
 # after an untimed memory warm-up); writes BENCHMARKS.md. Never part of `make check`. Needs
-# nothing but the build; installs heaptrack from Debian if it is missing and we are root,
-# otherwise marks the heaptrack columns n/a.
+# nothing but the build; installs heaptrack (and numpy, for np_loop) from Debian if they are missing
+# and we are root, otherwise marks the heaptrack columns n/a (and skips np_loop, saying why).
 #
 # usage: scripts/bench.sh [--quick] [--only NAME[,NAME...]] [--reps N] [--no-heaptrack]
 #                         [--no-callgrind] [--pin | --no-pin] [--out FILE]
@@ -37,7 +37,7 @@ done
 [ -n "$reps" ] || reps=$([ $quick = 1 ] && echo 3 || echo 7)
 case $reps in ''|*[!0-9]*|0) echo "bench: --reps wants a positive number" >&2; exit 2 ;; esac
 
-ALL_WORKLOADS="small_churn thread_churn producer_consumer deep_large realloc_growth live_10m report_1m cc1 python3 cuda_path"
+ALL_WORKLOADS="small_churn thread_churn producer_consumer deep_large realloc_growth live_10m report_1m cc1 python3 np_loop cuda_path"
 if [ -n "$only" ]; then
     for w in ${only//,/ }; do
         case " $ALL_WORKLOADS " in *" $w "*) ;; *) echo "bench: unknown workload $w (known: $ALL_WORKLOADS)" >&2; exit 2 ;; esac
@@ -138,6 +138,13 @@ CC1=$(gcc -print-prog-name=cc1 2>/dev/null)
 PY=/usr/bin/python3
 [ -x $PY ] || PY=$(command -v python3)
 GEN_PY=$(command -v python3)
+# np_loop needs numpy for that python3 (Debian's python3-numpy).
+np_note=""
+if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
+    if as_root; then apt_install python3-numpy; fi
+    "$PY" -c 'import numpy' >/dev/null 2>&1 ||
+        { np_note="skipped: numpy is not installed for $PY (sudo apt-get install python3-numpy)"; say "np_loop $np_note"; }
+fi
 
 # A large generated translation unit: many functions with switches, loops and tables (self-contained,
 # no #include, so cc1 can compile it without the preprocessor driver).
@@ -231,12 +238,16 @@ PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py
 # python3 lays out its dicts, and so allocates, by a random hash seed unless it is fixed: a count of
 # the same script varies by 1% from run to run without it.
 ENVS[python3]=PYTHONHASHSEED=0
+# The host side of a training loop (the shape in which PyTorch's loop cost most under oomtrace on a
+# GPU, docs/cuda.md): every block is 128 KiB, so every one gets a stack by default too.
+PROG[np_loop]=$PY;                             ARGS[np_loop]="tests/bench/np_loop.py $(q 40000 10000) 131072"; SINGLE[np_loop]=1
 PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
 # live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5: with
 # heaptrack it has 5 variants, and each then runs once in each position).
 if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -gt 5 ]; then WREPS[live_10m]=5; fi
 [ -z "$CC1" ] && NOTE[cc1]="skipped: gcc's cc1 not found (apt-get install gcc)"
+[ -n "$np_note" ] && NOTE[np_loop]=$np_note
 [ -n "$cuda_note" ] && NOTE[cuda_path]=$cuda_note
 [ -n "$CUDA_LIBDIR" ] && ENVS[cuda_path]="LD_LIBRARY_PATH=$CUDA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
@@ -386,24 +397,28 @@ count_instructions() { # variant program args... -> prints the instruction count
 if [ $icount_tool != none ]; then
     declare -A ICN
     ICN[small_churn]=$(q 200000 50000); ICN[realloc_growth]=$(q 200000 50000); ICN[deep_large]=$(q 5000 1000)
-    ICN[producer_consumer]=$(q 50000 10000)
-    for w in small_churn realloc_growth deep_large producer_consumer; do
+    ICN[producer_consumer]=$(q 50000 10000); ICN[np_loop]=$(q 1000 300)
+    for w in small_churn realloc_growth deep_large producer_consumer np_loop; do
         selected "$w" || continue
+        [ -n "${NOTE[$w]:-}" ] && continue
         n=${ICN[$w]}
+        # np_loop is python3 running the script: N iterations, numpy's import cancels out like start-up.
+        prog=$BB/$w pre="" post=""
+        [ $w = np_loop ] && prog=$PY pre="tests/bench/np_loop.py " post=" 131072"
         # small_churn's floors too: counted, their ratios do not move with the machine's load.
         vs="none default all"
         [ $w = small_churn ] && vs+=" forwarder ideal ideal_stacks"
         say "$w: instruction counts ($icount_tool) at $n and $((2 * n)) operations"
         for v in $vs; do
-            if [ $w = producer_consumer ]; then a1="2 $n"; a2="2 $((2 * n))"; ops=$((2 * n)); else a1=$n; a2=$((2 * n)); ops=$n; fi
+            if [ $w = producer_consumer ]; then a1="2 $n"; a2="2 $((2 * n))"; ops=$((2 * n)); else a1=$pre$n$post; a2=$pre$((2 * n))$post; ops=$n; fi
             # shellcheck disable=SC2086
-            c1=$(count_instructions $v "$BB/$w" $a1)
+            c1=$(count_instructions $v "$prog" $a1)
             # shellcheck disable=SC2086
-            c2=$(count_instructions $v "$BB/$w" $a2)
+            c2=$(count_instructions $v "$prog" $a2)
             printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$ops" "${c1:-nan}" "${c2:-nan}" "$(
-                case $v in none) echo "$BB/$w $a2" ;; default) echo "LD_PRELOAD=$B/liboomtrace.so $BB/$w $a2" ;;
-                    all) echo "LD_PRELOAD=$B/liboomtrace.so OOMTRACE_OPTIONS=stacks=all $BB/$w $a2" ;;
-                    *) echo "LD_PRELOAD=$BB/ref/$(ref_lib $v) $BB/$w $a2" ;; esac)" >>"$ICOUNT"
+                case $v in none) echo "$prog $a2" ;; default) echo "LD_PRELOAD=$B/liboomtrace.so $prog $a2" ;;
+                    all) echo "LD_PRELOAD=$B/liboomtrace.so OOMTRACE_OPTIONS=stacks=all $prog $a2" ;;
+                    *) echo "LD_PRELOAD=$BB/ref/$(ref_lib $v) $prog $a2" ;; esac)" >>"$ICOUNT"
         done
     done
     # The two real programs, whole runs on smaller inputs (N 0 in the table): steadier than their

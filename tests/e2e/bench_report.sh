@@ -33,6 +33,9 @@ row cc1 default 3.30 3.33 3.36                # 1.10x: missed, whatever the inst
 row python3 none 1.00 1.30 1.10               # spread 30%: the instructions decide
 row python3 default 1.40 1.10 1.20            # 1.20/1.10 = 1.09x wall; instructions 1.004x: met
                                               # (without counts: n/a)
+row np_loop none 0.50 0.60 0.55                # spread 20%: the instructions per iteration decide
+row np_loop default 0.60 0.58 0.59            # 0.59/0.55 = 1.07x wall; 1,030 instructions per iteration
+                                              # against 1,000: 1.030x, met
 printf 'date=2026-01-01T00:00:00Z\nmode=full\nreps=3\nicount_tool=callgrind\nicount_note=counted with callgrind\n' >"$D/meta.txt"
 # Marginal instructions per operation: (at 2N - at N) / N. none 100, default 130, all 290,
 # forwarder 104, ideal 139, ideal_stacks 195.
@@ -49,6 +52,7 @@ whole cc1 none 1000000
 whole cc1 default 1010000
 whole python3 none 1000000
 whole python3 default 1004000
+printf 'np_loop\tnone\t1000\t2000000\t3000000\tcmd none\nnp_loop\tdefault\t1000\t2100000\t3130000\tcmd default\n' >>"$D/icount.tsv"
 
 gen() { # OUT [extra args]: runs the generator; GRC its status
     local out=$1; shift
@@ -83,6 +87,8 @@ check bench_report_steady_wall_decides bash -c '[[ "$1" == *"wall 1.10×"* && "$
 l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (python3)")
 check bench_report_noisy_counts_decide bash -c \
     '[[ "$1" == *"wall 1.09×"* && "$1" == *"**met** (on instructions: the program alone ranged 30% in wall time"* ]]' _ "$l"
+l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (np_loop)")
+check bench_report_np_loop_per_iteration bash -c '[[ "$1" == *"wall 1.07×"* && "$1" == *"instructions per iteration (counted at N and 2N) 1.030×"* && "$1" == *"**met** (on instructions: the program alone ranged 20% in wall time"* ]]' _ "$l"
 
 # Without instruction counts the targets say nothing about them (no "n/a" guesses).
 gen "$D/without.md"
