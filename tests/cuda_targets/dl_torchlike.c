@@ -40,10 +40,15 @@ int main(int argc, char **argv)
     if (init(0) || retain(&ctx, 0) || set_current(ctx)) return 4;
     /* The lookup of the lookup, then an allocation function through it. */
     void *gpa2 = NULL, *alloc2 = NULL;
-    CUdriverProcAddressQueryResult st;
-    printf("gpa_self rc=%d st=%d\n", (int)gpa("cuGetProcAddress", &gpa2, 12000, 0, &st), (int)st);
+    /* Each call is made before its status is printed (the order in which a call's arguments are
+     * evaluated is unspecified), and a status the lookup did not write prints as -1. */
+    CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)-1;
+    CUresult rc = gpa("cuGetProcAddress", &gpa2, 12000, 0, &st);
+    printf("gpa_self rc=%d st=%d\n", (int)rc, (int)st);
     if (!gpa2) return 5;
-    printf("gpa_alloc rc=%d st=%d\n", (int)((ot_fn_cuGetProcAddress_v2)gpa2)("cuMemAlloc", &alloc2, 12000, 0, &st), (int)st);
+    st = (CUdriverProcAddressQueryResult)-1;
+    rc = ((ot_fn_cuGetProcAddress_v2)gpa2)("cuMemAlloc", &alloc2, 12000, 0, &st);
+    printf("gpa_alloc rc=%d st=%d\n", (int)rc, (int)st);
     if (!alloc2) return 6;
     if (argc > 1 && !strcmp(argv[1], "oom")) {
         CUdeviceptr d;

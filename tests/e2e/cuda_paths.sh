@@ -64,6 +64,8 @@ check cuda_torchlike_runs test "$RC" -eq 0
 expect_kinds cuda_torchlike_live_exact "$d" 1 "device=$((250 * MiB))/3 managed=0/0 pinned=0/0 pool=0/0 vmm=0/0"
 ( cd "$d" && "$CT/dl_torchlike" >plain.txt 2>&1 )
 check cuda_torchlike_lookups_unchanged cmp -s "$d/plain.txt" "$d/out.txt"
+# Through the wrapper, cuGetProcAddress_v2 still writes the status it is given (documented).
+check cuda_torchlike_status_written bash -c 'grep -qx "gpa_self rc=0 st=0" "$1" && grep -qx "gpa_alloc rc=0 st=0" "$1"' _ "$d/out.txt"
 check cuda_torchlike_missing_symbol_stays_null grep -qx 'cuMemAllocPitch_v1=null' "$d/out.txt"
 
 # Entry points by version and flags (one of them hidden by the driver).
