@@ -240,7 +240,8 @@ PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py
 ENVS[python3]=PYTHONHASHSEED=0
 # The host side of a training loop (the shape in which PyTorch's loop cost most under oomtrace on a
 # GPU, docs/cuda.md): every block is 128 KiB, so every one gets a stack by default too.
-PROG[np_loop]=$PY;                             ARGS[np_loop]="tests/bench/np_loop.py $(q 40000 10000) 131072"; SINGLE[np_loop]=1
+NP_SIZE=131072
+PROG[np_loop]=$PY;                             ARGS[np_loop]="tests/bench/np_loop.py $(q 40000 10000) $NP_SIZE"; SINGLE[np_loop]=1
 PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
 # live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5: with
@@ -404,7 +405,7 @@ if [ $icount_tool != none ]; then
         n=${ICN[$w]}
         # np_loop is python3 running the script: N iterations, numpy's import cancels out like start-up.
         prog=$BB/$w pre="" post=""
-        [ $w = np_loop ] && prog=$PY pre="tests/bench/np_loop.py " post=" 131072"
+        [ $w = np_loop ] && prog=$PY pre="tests/bench/np_loop.py " post=" $NP_SIZE"
         # small_churn's floors too: counted, their ratios do not move with the machine's load.
         vs="none default all"
         [ $w = small_churn ] && vs+=" forwarder ideal ideal_stacks"
