@@ -26,6 +26,8 @@ static _Atomic unsigned report_counter;
 static _Atomic unsigned failures_total, failures_suppressed;
 static _Atomic unsigned refusals_total; /* refused requests (f->refused): not failures */
 #define REFUSALS_IN_FULL 4                /* lines for the first refusals, then at powers of two */
+/* Does the n-th refusal get its line? (Else the exit summary gives the total.) */
+static inline bool refusal_has_line(unsigned n) { return n <= REFUSALS_IN_FULL || (n & (n - 1)) == 0; }
 
 typedef struct {
     const char *event;
@@ -816,7 +818,7 @@ static void emit(void)
 static void note_refusal(const ot_failure_t *f)
 {
     unsigned n = atomic_fetch_add(&refusals_total, 1) + 1;
-    if (n > REFUSALS_IN_FULL && (n & (n - 1)) != 0) return;
+    if (!refusal_has_line(n)) return;
     if (!lock_report(true)) return;
     ot_in_hook++;
     ot_state.pid = (pid_t)syscall(SYS_getpid);
@@ -923,7 +925,7 @@ int ot_report_event(const char *event, const char *reason)
 void ot_report_exit_summary(void)
 {
     unsigned suppressed = atomic_load(&failures_suppressed), refused = atomic_load(&refusals_total);
-    bool refusals_unsaid = refused > REFUSALS_IN_FULL && (refused & (refused - 1)) != 0;
+    bool refusals_unsaid = !refusal_has_line(refused); /* false for 0: nothing to say */
     if ((!suppressed && !refusals_unsaid) || !lock_report(false)) return;
     ot_state.pid = (pid_t)syscall(SYS_getpid);
     int fd = get_log_fd();
