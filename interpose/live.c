@@ -151,7 +151,10 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
         ot_munmap(c->walk, c->walk_bytes);
         c->walk = NULL;
     }
-    if (!c->walk && ot_opt.stacks != OT_STACKS_NONE && (c->walk = ot_mmap(walk_bytes))) c->walk_bytes = (uint32_t)walk_bytes;
+    if (!c->walk && ot_opt.stacks != OT_STACKS_NONE) {
+        c->walk = ot_mmap(walk_bytes);
+        if (c->walk) c->walk_bytes = (uint32_t)walk_bytes;
+    }
     ot_unwind_attach(c->walk, c->walk ? c->walk_bytes : 0);
     if (!c->sites_pend) c->sites_pend = ot_perm_alloc(ot_sites_pend_bytes());
     ot_sites_attach(c->sites_pend);
@@ -293,9 +296,9 @@ static inline void note_eviction(thread_counters_t *c, uint64_t n)
 /* Records (key, val) in this thread's nursery (n: the thread's host allocation count). A way that
  * still holds the same key is a block whose free went past us (RTLD_DEEPBIND): it is counted as
  * freed and reused. When both ways are taken, one of them (in turn) moves to the table: a block
- * that has lived through a set's worth of newer allocations is likely to live on, and the new one is
- * likely to be freed soon, here, for the price of two plain stores. Without this, a program that keeps many blocks (cc1) fills every set and
- * sends nearly all its allocations through the table. */
+ * that has lived through a set's worth of newer allocations is likely to live on, and the new one
+ * is likely to be freed soon, here, for the price of two plain stores. Without this, a program that
+ * keeps many blocks (cc1) fills every set and sends nearly all its allocations through the table. */
 static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val,
                                                                uint64_t n)
 {
