@@ -136,6 +136,8 @@ if [ -n "$(first_report "$d")" ]; then
     else
         case "$n" in *"NVML lists host pids"*) pass cuda_container_pids_said ;; *) fail cuda_container_pids_said "note: $n" ;; esac
     fi
+else
+    fail cuda_container_report "no report written"
 fi
 if command -v unshare >/dev/null && unshare --pid --fork --mount-proc true 2>/dev/null; then
     d=$(newdir pidns)

@@ -40,8 +40,7 @@ d=$(newdir seed000_no_context)
 OT_FAKE_GPU_TOTAL=12G OT_FAKE_GPU_OTHER_USED=$((12 * 1024 - 255))M OT_FAKE_GPU_CTX_OVERHEAD=512M \
     run_preloaded "$d" "$EX/cuda_oom"
 check seed000_no_context_aborts_as_caffe_does grep -q 'Check failed: error == cudaSuccess (2 vs. 0)  out of memory' "$d/err.txt"
-[ -n "$(first_report "$d")" ] &&
-    check seed000_no_context_first_blob test "$(fj "$d" "(r['failure']['api'], r['failure']['size'], r['live']['device']['bytes'])")" \
+check_report seed000_no_context_first_blob "$d" test "$(fj "$d" "(r['failure']['api'], r['failure']['size'], r['live']['device']['bytes'])")" \
         = "('cudaMalloc', 100000000, 0)"
 check seed000_no_context_names_other log_has "$d" "other processes hold 11.8 GiB of 12.0 GiB on GPU 0: pid 4242"
 check seed000_no_context_diagnosis log_has "$d" "this process holds no device memory yet and is not among GPU 0's processes: its first CUDA call creates a context, which takes device memory of its own (hundreds of MiB on recent GPUs), so 255.0 MiB free was too little for the context and the request together"
@@ -68,8 +67,7 @@ d=$(newdir driver_fill)
 OT_FAKE_GPU_TOTAL=4G OT_FAKE_GPU_CTX_OVERHEAD=0 run_preloaded "$d" "$EX/cuda_driver_oom"
 check driver_fill_exit test "$RC" -eq 1
 check driver_fill_program_sees_error grep -q 'cuMemAlloc failed after 4 GiB: CUDA_ERROR_OUT_OF_MEMORY (2)' "$d/out.txt"
-[ -n "$(first_report "$d")" ] &&
-    check driver_fill_api test "$(fj "$d" "(r['failure']['api'], r['failure']['error'], r['live']['by_kind']['device']['bytes'])")" \
+check_report driver_fill_api "$d" test "$(fj "$d" "(r['failure']['api'], r['failure']['error'], r['live']['by_kind']['device']['bytes'])")" \
         = "('cuMemAlloc_v2', 'CUDA_ERROR_OUT_OF_MEMORY', 4294967296)"
 check driver_fill_diagnosis log_has "$d" "this process holds most of the device: 4.0 GiB of 4.0 GiB"
 
@@ -77,6 +75,5 @@ check driver_fill_diagnosis log_has "$d" "this process holds most of the device:
 d=$(newdir leak)
 OT_FAKE_GPU_TOTAL=4G run_preloaded "$d" "$EX/cuda_driver_oom" --leak 64
 check leak_runs test "$RC" -eq 0
-[ -n "$(first_report "$d")" ] &&
-    check leak_live_device test "$(fj "$d" "(r['live']['device']['bytes'], r['live']['device']['count'])")" = "(33554432, 4)"
+check_report leak_live_device "$d" test "$(fj "$d" "(r['live']['device']['bytes'], r['live']['device']['count'])")" = "(33554432, 4)"
 exit 0

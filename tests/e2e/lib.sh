@@ -39,3 +39,9 @@ check() {
     local name=$1; shift
     if "$@"; then pass "$name"; else fail "$name" "failed: $*"; fi
 }
+# check_report NAME DIR CMD...: check NAME CMD where DIR holds a report; with no report, NAME
+# fails (a check of a report's fields must not vanish when the report does).
+check_report() {
+    local name=$1 dir=$2; shift 2
+    if [ -n "$(first_report "$dir")" ]; then check "$name" "$@"; else fail "$name" "no report written in $dir"; fi
+}
