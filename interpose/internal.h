@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *fram
 /* A stack from an origin, for a caller that maps stacks to something of its own (live.c: a call
  * site) and calls from the same place over and over. note->tag (nonzero) names what the caller
  * maps under (anything that changes its answer for the same stack). When this stack is exactly one
- * of the thread's remembered walks (the last 16 under stacks=all, else the last one) and ot_unwind_note_set
+ * of the thread's remembered walks (up to the last 16: ot_unwind_attach) and ot_unwind_note_set
  * attached a value to that walk under the same tag, note->hit is set, note->value returned and ips
  * left unwritten; else ips are written and note->walk names the walk (0: none) for
  * ot_unwind_note_set. Returns the depth either way. */
@@ -182,6 +182,10 @@ typedef struct ot_stack_note {
      * walked: a note that hits, a remembered stack, libunwind's walk. */
     void (*early)(struct ot_stack_note *note, const uintptr_t *ips, unsigned n);
     uint64_t early_hash; /* for early's use; the walker leaves it alone */
+    /* In: the caller compared the remembered walks with this stack already (ot_unwind_noted_others)
+     * and none is it, so the walker does not compare them again. A shortcut only: a stale claim
+     * costs a walk, never a wrong stack. */
+    uint32_t searched;
 } ot_stack_note_t;
 unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin, ot_stack_note_t *note);
 /* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
@@ -195,13 +199,14 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                    ot_stack_note_t *note);
 /* Attaches value (nonzero) to walk under tag (nonzero), if that walk is still the thread's last one. */
 void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value);
-/* ot_stack_noted_at's test: the value noted for the last walk if it is this stack, else 0. */
+/* ot_stack_noted_at's test: the value noted for a remembered walk (the last one, then the others)
+ * that is this stack, else 0. */
 uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth);
 /* Asked first by a caller of ot_stack_capture_at with a note: the value noted under tag if the
- * stack from origin is the thread's last walk (and its depth), else 0, walking nothing. The
- * verifying build (stack.c) checks every answer against libunwind; the others ask the walker
- * directly. The allocation path of stacks=all asks on every call, with the walker's test inlined
- * (live_fast.h, unwind_fast.h). */
+ * stack from origin is one of the thread's remembered walks (and its depth), else 0, walking
+ * nothing. The verifying build (stack.c) checks every answer against libunwind; the others ask
+ * the walker directly. The allocation path asks with the last walk's test inlined, then the others
+ * out of line (live_fast.h, unwind_fast.h). */
 #ifdef OT_UNWIND_VERIFY
 uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag, unsigned *depth);
 #else
@@ -226,6 +231,9 @@ void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);
 /* Frames this thread's last walk stepped with a CFI rule; the rest it checked against its previous
  * walk (tests: that a walk joins the one before where they share frames). */
 unsigned ot_unwind_last_stepped(void);
+/* Remembered walks that the last search beyond the last walk (ot_unwind_noted_others) compared with
+ * its stack (tests: that a loop over a few stacks finds each one first time). */
+unsigned ot_unwind_last_asked(void);
 /* Tests: the rule cache's set for an ip (return address), and a lookup through the cache. */
 unsigned ot_unwind_rule_set_for_test(uintptr_t ip);
 void ot_unwind_rule_for_test(uintptr_t ip);

@@ -424,7 +424,8 @@ static void site_early(ot_stack_note_t *note, const uintptr_t *ips, unsigned n)
 
 /* This allocation's call site, from a walk of its stack (or from the walker's remembered walks,
  * which may hold a site noted under tag), interned; 0 if none. stacks=none interns the empty stack. */
-static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag, unsigned kind, int device)
+static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag, unsigned kind, int device,
+                                         uint32_t searched)
 {
     /* The unwinder may allocate (its allocations must not be recorded) and set errno. */
     int e = errno;
@@ -432,7 +433,9 @@ static OT_NOINLINE uint32_t site_by_walk(const ot_origin_t *origin, uint32_t tag
     uintptr_t ips[OT_MAX_FRAMES];
     uint32_t site;
     if (ot_opt.stacks != OT_STACKS_NONE) {
-        site_note_t sn = {.note = {.tag = tag, .early = site_early}, .kind = kind, .device = device};
+        site_note_t sn = {.note = {.tag = tag, .early = site_early, .searched = searched},
+                          .kind = kind,
+                          .device = device};
         unsigned depth = ot_stack_capture_at(ips, ot_opt.stack_depth, origin, &sn.note);
         if (sn.note.hit) {
             site = sn.note.value;
@@ -504,12 +507,14 @@ static inline __attribute__((always_inline)) void record_body(const ot_origin_t 
     }
     if (OT_UNLIKELY(take)) {
         /* Loops allocate from a few places over and over: the walker recognises a stack among its
-         * remembered walks (the last one first, asked here before any set-up) and hands back the
-         * site noted for it. That probe and the site's counters allocate nothing and leave errno
-         * alone, so only a walk needs the recursion guard and errno kept. */
+         * remembered walks (the last one inline, then the others, asked here before any set-up)
+         * and hands back the site noted for it. Those probes and the site's counters allocate
+         * nothing and leave errno alone, so only a walk needs the recursion guard and errno kept. */
         uint32_t tag = ot_opt.stacks != OT_STACKS_NONE ? ot_note_tag(kind, device) : 0;
-        if (!tag || noted_failed || !(site = ot_live_noted(origin, tag)))
-            site = site_by_walk(origin, tag, kind, device);
+        uint32_t searched = 0;
+        if (tag && !noted_failed) site = ot_live_noted(origin, tag);
+        if (tag && !site) site = ot_live_noted_others(origin, tag, &searched);
+        if (!site) site = site_by_walk(origin, tag, kind, device, searched);
         if (site && !(full && ot_sites_owner_count(site, (int64_t)size, 1, size, 1)))
             ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }

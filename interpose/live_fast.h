@@ -217,7 +217,8 @@ static inline uint32_t ot_note_tag(unsigned kind, int device)
 }
 
 /* The site noted for the thread's last walk if the stack from origin is that walk, else 0, walking
- * nothing (unwind_fast.h). The checking build asks stack.c, which compares it with libunwind. */
+ * nothing (unwind_fast.h). The checking build asks stack.c, which compares it with libunwind and
+ * asks the other remembered walks too. */
 static inline __attribute__((always_inline)) uint32_t ot_live_noted(const ot_origin_t *origin, uint32_t tag)
 {
     unsigned depth;
@@ -225,6 +226,22 @@ static inline __attribute__((always_inline)) uint32_t ot_live_noted(const ot_ori
     return ot_stack_noted_at(ot_opt.stack_depth, origin, tag, &depth);
 #else
     return ot_unwind_noted_inline(origin->ip, origin->sp, origin->bp, ot_opt.stack_depth, tag, &depth);
+#endif
+}
+
+/* Where ot_live_noted found nothing: the site noted for another remembered walk that is this stack,
+ * else 0 (unwind.c, out of line), and *searched for the walk that follows (ot_stack_note_t). The
+ * checking build's ot_live_noted asked them already; its walks search again. */
+static inline uint32_t ot_live_noted_others(const ot_origin_t *origin, uint32_t tag, uint32_t *searched)
+{
+#ifdef OT_UNWIND_VERIFY
+    (void)origin;
+    (void)tag;
+    *searched = 0;
+    return 0;
+#else
+    unsigned depth;
+    return ot_unwind_noted_others(origin->ip, origin->sp, origin->bp, ot_opt.stack_depth, tag, &depth, searched);
 #endif
 }
 

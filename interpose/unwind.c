@@ -648,6 +648,7 @@ void ot_unwind_attach(void *mem, size_t bytes)
         for (unsigned b = 0; b < w->nbufs; b++) {
             w->order[b] = (uint8_t)b;
             w->tag[b] = 0;
+            w->succ[b] = 0;
             w->buf[b].n = 0;
             w->buf[b].note_key = 0;
         }
@@ -792,27 +793,13 @@ static inline unsigned validate(const wbuf_t *old, unsigned j)
     return (c == old->nchk ? old->n : old->frame[c]) - j;
 }
 
-/* Seven bits of (ip, sp), never 0: memo_find compares all buffers' tags at once. */
-static inline uint8_t key_tag(uintptr_t ip, uintptr_t sp)
-{
-    return (uint8_t)(0x80u | (((ip ^ (sp << 7)) * 0x9E3779B97F4A7C15ull) >> 57));
-}
-
-/* Buffer order[r] becomes the most recently used. */
-static inline void to_front(walk_t *w, unsigned r)
-{
-    uint8_t b = w->order[r];
-    for (; r > 0; r--) w->order[r] = w->order[r - 1];
-    w->order[0] = b;
-}
-
 /* The new walk, in the least recently used buffer, becomes the last walk. */
 static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete, uint32_t cut,
                            uint32_t code_gen, unsigned stepped, const joined_t *jn)
 {
     unsigned b = w->order[w->nbufs - 1];
     w->stepped = stepped;
-    w->tag[b] = n ? key_tag(nw->f[0].ip, nw->f[0].sp) : 0;
+    w->tag[b] = n ? ot_walk_tag(nw->f[0].ip, nw->f[0].sp) : 0;
     nw->code_gen = code_gen;
     nw->n = n;
     nw->complete = complete;
@@ -824,7 +811,7 @@ static inline void release(walk_t *w, wbuf_t *nw, unsigned n, uint32_t complete,
 #ifdef OT_UNWIND_VERIFY
     verify_checks(nw);
 #endif
-    to_front(w, w->nbufs - 1);
+    ot_walk_to_front(w, w->nbufs - 1);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
 }
@@ -849,12 +836,7 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
 static inline int memo_find(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
                             unsigned max, unsigned skip)
 {
-    __m128i tags = _mm_load_si128((const __m128i *)(const void *)w->tag);
-    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)key_tag(ip, sp)));
-    /* With two buffers (the least memory a walk cache takes) the other one is only the next walk's
-     * scratch. */
-    unsigned mine = w->nbufs > 2 ? (1u << w->nbufs) - 1 : 1u << w->order[0];
-    for (unsigned cand = (unsigned)_mm_movemask_epi8(eq) & mine; cand; cand &= cand - 1) {
+    for (unsigned cand = ot_walk_candidates(w, ip, sp); cand; cand &= cand - 1) {
         unsigned b = (unsigned)__builtin_ctz(cand);
         if (!is_stack(&w->buf[b], ip, sp, bp, code_gen, max, skip)) continue;
         int r = 0;
@@ -881,10 +863,67 @@ static inline unsigned same_stack(const wbuf_t *m, uintptr_t *ips, unsigned max,
     return n;
 }
 
-/* Out of line for stack.c (the checking build's probe) and the tests. */
+/* Buffer b compared with this stack for a note under tag: NT_NONE (it has none: not compared),
+ * NT_OTHER (it is another stack), NT_HIT (it is this one: it becomes the last walk, *site and
+ * *depth are set). */
+enum { NT_NONE, NT_OTHER, NT_HIT };
+static inline __attribute__((always_inline)) int noted_take(walk_t *w, unsigned b, uintptr_t ip, uintptr_t sp,
+                                                            uintptr_t bp, uint32_t code_gen, unsigned max,
+                                                            uint32_t tag, uint32_t *site, unsigned *depth)
+{
+    const wbuf_t *m = &w->buf[b];
+    if (m->note_key != note_key(m->gen, tag)) return NT_NONE;
+    w->asked++;
+    if (!is_stack(m, ip, sp, bp, code_gen, max, 0)) return NT_OTHER;
+    *depth = m->nips < max ? m->nips : max;
+    *site = m->note_site;
+    w->stepped = 0;
+    unsigned r = 0;
+    while (w->order[r] != b) r++;
+    ot_walk_to_front(w, r);
+    return NT_HIT;
+}
+
+uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
+                                uint32_t *searched)
+{
+    walk_t *w = ot_walk_cache;
+    *searched = 0;
+    if (!w || w->busy || !tag) return 0;
+    w->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint32_t site = 0, code_gen = __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE);
+    unsigned last = w->order[0], cand = ot_walk_candidates(w, ip, sp);
+    /* A candidate without a note under tag is not compared here: the walk's own search must then
+     * compare it (it hands back the frames of a remembered stack whatever its note). The last walk
+     * was compared by ot_unwind_noted_inline where it has one. */
+    const wbuf_t *l = &w->buf[last];
+    bool whole = !(cand >> last & 1) || l->note_key == note_key(l->gen, tag);
+    cand &= ~(1u << last);
+    unsigned guess = w->succ[last];
+    int got = NT_OTHER;
+    w->asked = 0;
+    if (guess && (cand >> (guess - 1) & 1)) {
+        cand &= ~(1u << (guess - 1));
+        got = noted_take(w, guess - 1, ip, sp, bp, code_gen, max, tag, &site, depth);
+        whole &= got != NT_NONE;
+    }
+    for (; cand && got != NT_HIT; cand &= cand - 1) {
+        got = noted_take(w, (unsigned)__builtin_ctz(cand), ip, sp, bp, code_gen, max, tag, &site, depth);
+        whole &= got != NT_NONE;
+    }
+    *searched = got != NT_HIT && whole;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    w->busy = 0;
+    return site;
+}
+
+/* Both questions, the last walk's and the others', out of line for stack.c (the checking build's
+ * probe) and the tests. */
 uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth)
 {
-    return ot_unwind_noted_inline(ip, sp, bp, max, tag, depth);
+    uint32_t searched, site = ot_unwind_noted_inline(ip, sp, bp, max, tag, depth);
+    return site ? site : ot_unwind_noted_others(ip, sp, bp, max, tag, depth, &searched);
 }
 
 /* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp
@@ -911,10 +950,10 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
         if (!old->n || old->code_gen != code_gen) old = NULL;
         /* The very same stack as one remembered (a loop, or a few stacks in turn): emit it, keep
          * the buffers, walk nothing. */
-        int r = memo_find(w, ip, sp, bp, code_gen, max, skip);
+        int r = note && note->searched ? -1 : memo_find(w, ip, sp, bp, code_gen, max, skip);
         if (r >= 0) {
             n = same_stack(&w->buf[w->order[r]], ips, max, skip, note);
-            to_front(w, (unsigned)r);
+            ot_walk_to_front(w, (unsigned)r);
             w->stepped = 0;
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             w->busy = 0;
@@ -1062,6 +1101,11 @@ void ot_unwind_atfork_child(void)
 unsigned ot_unwind_last_stepped(void)
 {
     return ot_walk_cache ? ot_walk_cache->stepped : 0;
+}
+
+unsigned ot_unwind_last_asked(void)
+{
+    return ot_walk_cache ? ot_walk_cache->asked : 0;
 }
 
 unsigned ot_unwind_rule_set_for_test(uintptr_t ip)

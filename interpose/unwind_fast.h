@@ -1,12 +1,14 @@
-/* The walker's per-thread cache of walks (unwind.c), shared with the allocation path of stacks=all:
- * its first question, "is this the very stack of the last walk, with a call site noted for it?",
- * is answered inline there (ot_unwind_noted_inline) rather than through a call. unwind.c owns
- * the buffers and explains them; only it and live_fast.h include this. */
+/* The walker's per-thread cache of walks (unwind.c), shared with the allocation path: its first
+ * question, "is this the very stack of the last walk, with a call site noted for it?", is answered
+ * inline there (ot_unwind_noted_inline) rather than through a call. unwind.c owns the buffers and
+ * explains them; only it, live_fast.h and test_stack.c include this. */
 #ifndef OOMTRACE_UNWIND_FAST_H
 #define OOMTRACE_UNWIND_FAST_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <emmintrin.h>
 
 #include "internal.h"
 
@@ -46,8 +48,13 @@ typedef struct ot_walk {
     uint32_t gens;     /* walks released so far */
     uint32_t stepped;  /* frames the last walk stepped with a rule rather than checked */
     uint32_t nbufs;    /* 2..WALK_BUFS, from the memory attached */
+    uint32_t asked;    /* walks the last ot_unwind_noted_others compared with the stack */
     uint8_t order[WALK_BUFS]; /* buffers, most recently used first: order[0] holds the last walk */
-    uint8_t tag[WALK_BUFS] __attribute__((aligned(16))); /* key_tag of each buffer's frame 0 (0: none) */
+    uint8_t tag[WALK_BUFS] __attribute__((aligned(16))); /* ot_walk_tag of each buffer's frame 0 (0: none) */
+    /* For each buffer, the one that became the last walk after it, the last time another did
+     * (+ 1; 0: none): the guess that ot_unwind_noted_others asks first, which a loop over a few
+     * stacks in turn makes right every time. A guess, always checked. */
+    uint8_t succ[WALK_BUFS];
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
@@ -98,6 +105,33 @@ static inline bool is_stack(const wbuf_t *m, uintptr_t ip, uintptr_t sp, uintptr
            m->code_gen == code_gen && whole(m, max, skip) && holds_all(m);
 }
 
+/* Seven bits of (ip, sp), never 0: each buffer's frame 0 in one byte (walk_t.tag), so that the
+ * buffers whose frame 0 may be a stack's are found with one compare of all of them. */
+static inline uint8_t ot_walk_tag(uintptr_t ip, uintptr_t sp)
+{
+    return (uint8_t)(0x80u | (((ip ^ (sp << 7)) * 0x9E3779B97F4A7C15ull) >> 57));
+}
+
+/* The buffers of w whose frame 0 may be (ip, sp) and that hold a remembered walk: every buffer's,
+ * except that with two buffers (the least memory a walk cache takes) the other one is only the
+ * next walk's scratch. A bit per buffer. */
+static inline unsigned ot_walk_candidates(const walk_t *w, uintptr_t ip, uintptr_t sp)
+{
+    __m128i tags = _mm_load_si128((const __m128i *)(const void *)w->tag);
+    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)ot_walk_tag(ip, sp)));
+    unsigned mine = w->nbufs > 2 ? (1u << w->nbufs) - 1 : 1u << w->order[0];
+    return (unsigned)_mm_movemask_epi8(eq) & mine;
+}
+
+/* Buffer order[r] becomes the most recently used: the last walk, which it follows. */
+static inline void ot_walk_to_front(walk_t *w, unsigned r)
+{
+    uint8_t b = w->order[r];
+    w->succ[w->order[0]] = (uint8_t)(b + 1);
+    for (; r > 0; r--) w->order[r] = w->order[r - 1];
+    w->order[0] = b;
+}
+
 /* The record path's question before any walk: is this the very stack of the last walk, with a note
  * under tag? Then that note (and *depth), else 0 with nothing changed. The same test as the walk's
  * own same-stack case, without its set-up. It takes the buffers like a walk does: a signal
@@ -122,5 +156,17 @@ static inline __attribute__((always_inline)) uint32_t ot_unwind_noted_inline(uin
     w->busy = 0;
     return site;
 }
+
+/* The same question for the other remembered walks, out of line (unwind.c), asked where the last
+ * walk is not this stack: those whose frame 0 may be this one, the last walk's successor first.
+ * The one found becomes the last walk, as in the walk's own search (memo_find). A loop that
+ * allocates from a few stacks in turn finds them here rather than through the walker: np_loop.py's
+ * four share frame 0 (numpy's allocation) and most frames above it, and come in a cycle, where the
+ * successor is right every time and any fixed order would ask one of the three others first in
+ * most rounds. *searched is set when no remembered walk is this stack (each that may be was
+ * compared, the last one by ot_unwind_noted_inline), for the walk that follows (note.searched):
+ * cc1 under stacks=all, half the time. */
+uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
+                                uint32_t *searched);
 
 #endif

@@ -2,6 +2,7 @@
  * handlers, agreement of the fast and exact paths, no malloc, and the cost of a 20-frame stack. */
 #include "internal.h"
 #include "harness.h"
+#include "unwind_fast.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -479,7 +480,9 @@ TEST(test_cfi_cache_parts)
 /* Notes (ot_stack_capture_at): a value attached to a walk comes back only for that very stack,
  * under the same tag, and never once another stack was walked in between. The stack starts at
  * noted_leaf's caller, as a record's starts at the hook's. */
-static volatile int probe_first; /* ask ot_stack_noted_at first, as live.c does */
+static volatile int probe_first; /* ask ot_stack_noted_at first, as live.c does; 2: ask only the walks
+                                  * other than the last (ot_unwind_noted_others), nothing else */
+static uint32_t probe_searched; /* what that said of the walk that would follow */
 static volatile unsigned leaf_max = OT_MAX_FRAMES; /* the depth noted_leaf asks the walker for */
 static unsigned probe_hits;
 static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
@@ -487,6 +490,12 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
     note->tag = tag;
     ot_origin_t origin = OT_ORIGIN();
     unsigned n = 0;
+    if (probe_first == 2) {
+        note->hit = 0;
+        note->value = ot_unwind_noted_others(origin.ip, origin.sp, origin.bp, OT_MAX_FRAMES, tag, &n, &probe_searched);
+        BARRIER();
+        return note->value ? n : 0;
+    }
     uint32_t v = probe_first ? ot_stack_noted_at(OT_MAX_FRAMES, &origin, tag, &n) : 0;
     if (v) {
         probe_hits++;
@@ -523,6 +532,8 @@ __attribute__((noipa)) static unsigned noted_deep(unsigned d, uintptr_t *ips, ui
 NOTED_CALLER(noted_mid, noted_leaf, 3)
 NOTED_CALLER(noted_via_a, noted_mid, 4)
 NOTED_CALLER(noted_via_b, noted_mid, 5)
+NOTED_CALLER(noted_via_c, noted_mid, 6)
+NOTED_CALLER(noted_via_d, noted_mid, 7)
 
 /* rbp as optimised code uses it, a callee-saved register holding data: rbp_varies loads another
  * value into it for each call (saving its caller's, as the ABI wants) and calls rbp_passes, which
@@ -718,6 +729,112 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_memo_body(voi
     }
 }
 
+/* Four stacks in a cycle that share frame 0 (noted_mid's) and the frames above it but one: a loop
+ * over a few operations that all allocate through one function (np_loop.py: numpy's allocation).
+ * The probe asked before any walk (ot_stack_noted_at) finds each among the six walks remembered
+ * for sampled stacks; from the second round on it compares the last walk's successor first and
+ * finds the stack there, where the most recently used order alone would compare the three others
+ * before it. */
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_cycle_body(void);
+TEST(test_cfi_cycle) { cfi_cycle_body(); }
+
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_cycle_body(void)
+{
+    typedef unsigned (*caller_fn)(uintptr_t *, uint32_t, ot_stack_note_t *);
+    static const caller_fn via[4] = {noted_via_a, noted_via_b, noted_via_c, noted_via_d};
+    uintptr_t ips[OT_MAX_FRAMES];
+    ot_stack_note_t note = {0};
+    unsigned first_time = 0;
+    probe_first = 1;
+    probe_hits = 0;
+    ot_unwind_attach(walk_mem[1], OT_UNWIND_CACHE_SAMPLED_BYTES);
+    for (volatile unsigned i = 0; i < 16; i++) {
+        unsigned k = i % 4;
+        memset(ips, 0, sizeof ips);
+        unsigned n = via[k](ips, 7, &note);
+        ASSERT(n >= 3);
+        if (i < 4) { /* the first round is walked */
+            EXPECT(!note.hit);
+            ot_unwind_note_set(note.walk, 7, 200 + k);
+            continue;
+        }
+        EXPECT(note.hit);
+        EXPECT_EQ_U(note.value, 200 + k); /* its own note, never another's */
+        if (i >= 8) first_time += ot_unwind_last_asked() == 1;
+    }
+    printf("  %u of 12 found by the probe, %u of the last 8 the first compared\n", probe_hits, first_time);
+    EXPECT_EQ_U(probe_hits, 12);
+    EXPECT_EQ_U(first_time, 8);
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
+/* note.searched, which ot_unwind_noted_others sets where no remembered walk is the stack, makes the
+ * walker skip its own comparison with them: a remembered stack is then walked (frames stepped, the
+ * same frames) instead of handed back. So a stale claim costs a walk, never a wrong stack. */
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_searched_body(void);
+TEST(test_cfi_searched) { cfi_searched_body(); }
+
+__attribute__((optimize("no-omit-frame-pointer"))) static void cfi_searched_body(void)
+{
+    typedef unsigned (*caller_fn)(uintptr_t *, uint32_t, ot_stack_note_t *);
+    uintptr_t ips[OT_MAX_FRAMES], first[OT_MAX_FRAMES];
+    unsigned n0 = 0;
+    ot_stack_note_t note = {0};
+    ot_unwind_attach(walk_mem[1], OT_UNWIND_CACHE_SAMPLED_BYTES);
+    /* From one call site: via_a and via_b in turn, step 4 (via_a) with searched set; then, asking
+     * ot_unwind_noted_others alone (probe 2), via_a, and via_c under two tags. */
+    for (volatile unsigned step = 0; step < 9; step++) {
+        caller_fn f = step < 7 ? (step % 2 ? noted_via_b : noted_via_a) : noted_via_c;
+        probe_first = step < 6 ? 0 : 2;
+        note.searched = step == 4;
+        memset(ips, 0, sizeof ips);
+        unsigned n = f(ips, step == 8 ? 8 : 7, &note);
+        switch (step) {
+        case 0: /* walked, noted */
+        case 1:
+            ASSERT(n >= 3);
+            EXPECT(!note.hit);
+            if (step == 0) {
+                memcpy(first, ips, sizeof first);
+                n0 = n;
+            }
+            ot_unwind_note_set(note.walk, 7, 100 + step);
+            break;
+        case 2: /* remembered: its note, nothing stepped */
+        case 3:
+        case 5:
+            EXPECT(note.hit && note.value == 100 + step % 2);
+            EXPECT_EQ_U(ot_unwind_last_stepped(), 0);
+            break;
+        case 4: /* walked although remembered: the same frames, some stepped */
+            EXPECT(!note.hit);
+            EXPECT(same_stack(ips, n, first, n0));
+            EXPECT(ot_unwind_last_stepped() > 0);
+            ot_unwind_note_set(note.walk, 7, 100);
+            break;
+        /* ot_unwind_noted_others says "searched" only where it compared every walk that may be the
+         * stack: via_c shares frame 0 with the three remembered (via_a twice, via_b), which have
+         * notes under 7, none under 8. */
+        case 6: /* via_a (the last walk is via_b's): found, so nothing to say */
+            EXPECT_EQ_U(note.value, 100);
+            EXPECT_EQ_U(n, n0);
+            EXPECT_EQ_U(probe_searched, 0);
+            break;
+        case 7: /* via_c under 7: none is it */
+            EXPECT_EQ_U(note.value, 0);
+            EXPECT_EQ_U(probe_searched, 1);
+            break;
+        case 8: /* under 8: none was compared */
+            EXPECT_EQ_U(note.value, 0);
+            EXPECT_EQ_U(probe_searched, 0);
+            break;
+        }
+    }
+    probe_first = 0;
+    ot_unwind_attach(NULL, 0);
+}
+
 /* A note's early step gets exactly the frames the walk returns, before the walk is filed, and only
  * where frames were walked: not for a note that hits, nor for a remembered stack. */
 static struct {
@@ -849,5 +966,6 @@ TEST(test_cost_20_frames)
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
-          test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts, test_cfi_notes, test_cfi_memo, test_cfi_early, test_cfi_threads,
+          test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
+          test_cfi_notes, test_cfi_memo, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
           test_cost_20_frames)
