@@ -875,9 +875,7 @@ static inline __attribute__((always_inline)) int noted_take(walk_t *w, unsigned 
     if (m->note_key != note_key(m->gen, tag)) return NT_NONE;
     w->asked++;
     if (!is_stack(m, ip, sp, bp, code_gen, max, 0)) return NT_OTHER;
-    *depth = m->nips < max ? m->nips : max;
-    *site = m->note_site;
-    w->stepped = 0;
+    *site = ot_walk_noted_hit(w, m, max, depth);
     unsigned r = 0;
     while (w->order[r] != b) r++;
     ot_walk_to_front(w, r);

@@ -132,6 +132,15 @@ static inline void ot_walk_to_front(walk_t *w, unsigned r)
     w->order[0] = b;
 }
 
+/* Remembered walk m was found to be this very stack, with its note: the note, and *depth for max. */
+static inline __attribute__((always_inline)) uint32_t ot_walk_noted_hit(walk_t *w, const wbuf_t *m, unsigned max,
+                                                                        unsigned *depth)
+{
+    *depth = m->nips < max ? m->nips : max;
+    w->stepped = 0;
+    return m->note_site;
+}
+
 /* The record path's question before any walk: is this the very stack of the last walk, with a note
  * under tag? Then that note (and *depth), else 0 with nothing changed. The same test as the walk's
  * own same-stack case, without its set-up. It takes the buffers like a walk does: a signal
@@ -147,11 +156,8 @@ static inline __attribute__((always_inline)) uint32_t ot_unwind_noted_inline(uin
     const wbuf_t *m = &w->buf[w->order[0]];
     uint32_t site = 0;
     if (m->note_key == note_key(m->gen, tag) &&
-        is_stack(m, ip, sp, bp, __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE), max, 0)) {
-        *depth = m->nips < max ? m->nips : max;
-        w->stepped = 0;
-        site = m->note_site;
-    }
+        is_stack(m, ip, sp, bp, __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE), max, 0))
+        site = ot_walk_noted_hit(w, m, max, depth);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
     return site;
