@@ -294,6 +294,7 @@ def main():
     targets.append(("stacks=all ≤ 2× on the malloc-saturated program (small_churn)", wall_cpu("small_churn", "all") + peer,
                     status(None if r != r else r <= 2.0)))
     table_floor_ratio = float("nan")  # live_10m: heaptrack's added time over the ideal table's, medians
+    table_floor_wall = float("nan")  # live_10m: heaptrack's wall time over the ideal table's, medians
     if any(k[1] == "heaptrack" for k in by):
         parts, oks, over_parts, over_oks = [], [], [], []
         for w in workloads:
@@ -313,8 +314,14 @@ def main():
                     ms = "no added time measured" if ov == float("inf") else f"{ov:.1f}×"
                     over_parts.append(f"{w} {ms} (fastest runs: {fs})")
                     over_oks.append(ov >= 3)
+        wall_floor = ""
+        if ok_runs("live_10m", "ideal_table") and ok_runs("live_10m", "heaptrack"):
+            table_floor_wall = wall_med("live_10m", "heaptrack") / wall_med("live_10m", "ideal_table")
+            fw = fastest("live_10m", "heaptrack") / fastest("live_10m", "ideal_table")
+            wall_floor = (f"; floor measured alongside: on live_10m heaptrack ÷ the ideal live table alone "
+                          f"{table_floor_wall:.1f}× (fastest runs: {fw:.1f}×)")
         targets.append(("stacks=all at least 3× faster than heaptrack on every workload: wall time "
-                        "(heaptrack ÷ oomtrace)", ", ".join(parts) or "n/a",
+                        "(heaptrack ÷ oomtrace)", (", ".join(parts) or "n/a") + wall_floor,
                         status(all(oks) if oks else None) +
                         (f" ({sum(oks)} of {len(oks)})" if oks else "")))
         table_floor = ""
@@ -440,7 +447,14 @@ def main():
            ("" if table_floor_ratio != table_floor_ratio else
             f" In this run it adds {table_floor_ratio:.1f}× less than heaptrack (medians): " +
             ("the floor does not rule the target out; what misses it is the rest of oomtrace's table."
-             if table_floor_ratio >= 3 else "by this run, no such tracker can meet the target here.")))
+             if table_floor_ratio >= 3 else "by this run, no such tracker can meet the target here.")) +
+           ("" if table_floor_wall != table_floor_wall else
+            f" On wall time, which the verdict takes, heaptrack ÷ the ideal table alone is "
+            f"{table_floor_wall:.1f}× (medians): " +
+            ("the floor does not rule the target out there either."
+             if table_floor_wall >= 3 else
+             "by this run, no tracker that keeps an exact table of live blocks in the process can be "
+             "3× faster than heaptrack on live_10m's wall time here; the floor itself is not.")))
         w_("")
     if any(ok_runs(w, "lsan") for w in workloads):
         w_("The LeakSanitizer rows preload gcc's liblsan (Debian liblsan0) with `LSAN_OPTIONS=exitcode=0` on "

@@ -82,6 +82,9 @@ check bench_report_added_time bash -c \
 check bench_report_icount_table grep -q -F '| small_churn | floor: ideal exact record | 1,000 | 189000 | 328000 | 139 | 1.39× |' "$D/with.md"
 
 check bench_report_table_floor grep -q -F 'In this run it adds 4.0× less than heaptrack (medians): the floor does not rule the target out' "$D/with.md"
+# On wall time the same floor is 3.0 / 1.5 = 2.0x: below 3, in the verdict's row and the text.
+l=$(target_line "$D/with.md" "stacks=all at least 3× faster than heaptrack on every workload: wall time")
+check bench_report_table_floor_wall bash -c '[[ "$1" == *"floor measured alongside: on live_10m heaptrack ÷ the ideal live table alone 2.0× (fastest runs: 2.0×)"* ]] && grep -q -F "heaptrack ÷ the ideal table alone is 2.0× (medians): by this run, no tracker that keeps an exact table" "$2"' _ "$l" "$D/with.md"
 l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (cc1)")
 check bench_report_steady_wall_decides bash -c '[[ "$1" == *"wall 1.10×"* && "$1" == *"| **missed** |"* ]]' _ "$l"
 l=$(target_line "$D/with.md" "default ≤ 1.05× on an everyday program (python3)")
@@ -100,6 +103,10 @@ check bench_report_noisy_no_counts bash -c '[[ "$1" == *"| n/a (the program alon
 sed -i 's/^live_10m\tideal_table\t\([0-9]\)\t1.5\t1.5/live_10m\tideal_table\t\1\t2.0\t2.0/' "$D/results.tsv"
 gen "$D/lowfloor.md" --icount "$D/icount.tsv"
 check bench_report_table_floor_rules_out grep -q -F 'In this run it adds 2.0× less than heaptrack (medians): by this run, no such tracker can meet the target here.' "$D/lowfloor.md"
+# heaptrack at 6.3 s against the ideal table's 2.0 (set above): 3.1x on wall time, not ruled out.
+sed 's/^live_10m\theaptrack\t\([0-9]\)\t3.0\t3.0/live_10m\theaptrack\t\1\t6.3\t6.3/' "$D/results.tsv" >"$D/slowht.tsv"
+python3 "$GEN" --results "$D/slowht.tsv" --meta "$D/meta.txt" --out "$D/slowht.md" >"$D/gen.out" 2>&1
+check bench_report_table_floor_wall_not_ruled_out grep -q -F 'heaptrack ÷ the ideal table alone is 3.1× (medians): the floor does not rule the target out there either.' "$D/slowht.md"
 grep -v -P '\theaptrack\t' "$D/results.tsv" >"$D/noht.tsv"
 python3 "$GEN" --results "$D/noht.tsv" --meta "$D/meta.txt" --out "$D/noht.md" >"$D/gen.out" 2>&1
 check bench_report_table_floor_without_heaptrack bash -c '[ "$1" -eq 0 ] && grep -q "The floor row of live_10m" "$2" && ! grep -q "In this run it adds" "$2"' _ "$?" "$D/noht.md"
