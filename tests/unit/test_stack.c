@@ -477,6 +477,13 @@ TEST(test_cfi_cache_parts)
     ot_unwind_attach(NULL, 0);
 }
 
+/* Keeps a walk's frames (ips, OT_MAX_FRAMES of them) in dst for later comparisons; returns n. */
+static unsigned keep_frames(uintptr_t *dst, const uintptr_t *ips, unsigned n)
+{
+    memcpy(dst, ips, OT_MAX_FRAMES * sizeof *ips);
+    return n;
+}
+
 /* Notes (ot_stack_capture_at): a value attached to a walk comes back only for that very stack,
  * under the same tag, and never once another stack was walked in between. The stack starts at
  * noted_leaf's caller, as a record's starts at the hook's. */
@@ -589,8 +596,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(vo
             EXPECT(!note.hit && note.walk != 0);
             name_of(ips[0], name, sizeof name);
             EXPECT_STR(name, "noted_one");
-            memcpy(first, ips, sizeof first);
-            n0 = n;
+            n0 = keep_frames(first, ips, n);
             first_walk = note.walk;
             ot_unwind_note_set(note.walk, 7, 1234);
             break;
@@ -795,10 +801,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_searched_body
         case 1:
             ASSERT(n >= 3);
             EXPECT(!note.hit);
-            if (step == 0) {
-                memcpy(first, ips, sizeof first);
-                n0 = n;
-            }
+            if (step == 0) n0 = keep_frames(first, ips, n);
             ot_unwind_note_set(note.walk, 7, 100 + step);
             break;
         case 2: /* remembered: its note, nothing stepped */
@@ -881,10 +884,7 @@ __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_early_body(vo
             EXPECT(same_stack(early_seen.ips, early_seen.n, ips, n));
             EXPECT_EQ_U(note.early_hash, 0x5eed);
             EXPECT(!note.hit);
-            if (step == 0) {
-                memcpy(first, ips, sizeof first);
-                n0 = n;
-            }
+            if (step == 0) n0 = keep_frames(first, ips, n);
             ot_unwind_note_set(note.walk, 7, 40 + step);
             break;
         case 1: /* its note: no frames, no early step */
