@@ -611,13 +611,14 @@ static inline uint64_t rule_for(uintptr_t ip)
  * A thread keeps the frames of its last walk, {ip, sp, bp} each, plus where the rule of each frame
  * read the caller's rbp from (0: not saved). The next walk steps frame by frame as usual until it
  * reaches a frame equal to a remembered one (same ip and sp, and the same rbp where this frame's
- * rbp matters: a CFA based on it, or an rbp its caller inherits); from there it checks the
- * remembered frames against the live stack instead of stepping: the return-address slot of every
- * frame still holds the remembered ip, every saved rbp the remembered value. That is exact, by
- * induction: a frame equal in (ip, sp, bp) has the same rule, hence the same CFA and slots, and
- * equal slot contents give an equal next frame. The checks are independent loads, not a chain of
- * dependent lookups, so the frames a thread shares with its previous allocation (the outer part
- * of the stack, or all of it in a loop) cost about a load each. A frame at a remembered sp with
+ * rbp matters to the remembered walk: bp_matters); from there it checks the remembered frames
+ * against the live stack instead of stepping: the return-address slot of every frame still holds
+ * the remembered ip, every saved rbp that matters the remembered value. That is exact, by
+ * induction: a frame equal in (ip, sp) and in bp where a CFA depends on it has the same rule,
+ * hence the same CFA and slots, and equal slot contents give an equal next frame. A walk that goes
+ * on past the frames it took over takes their rbp from this stack (join_bp). The checks are
+ * independent loads, not a chain of dependent lookups, so the frames a thread shares with its
+ * previous allocation (the outer part of the stack, or all of it in a loop) cost about a load each. A frame at a remembered sp with
  * another ip (the caller of both allocations called from another line) does not end the search:
  * the stacks often meet again one frame further out, and any frame equal in (ip, sp, bp) is a
  * valid start for the checks, whatever came before it.
@@ -629,8 +630,8 @@ static inline uint64_t rule_for(uintptr_t ip)
  * last walk (live.c: the call site it interned). The very same stack again, as the last walk or as
  * any remembered one (memo_find: frame 0 equal, every check holding), hands its note back instead
  * of frames; a note lives as long as its buffer and carries its walk's generation. Whole matches
- * may ignore a different rbp in frame 0 where no frame of the walk computes its CFA from it
- * (build_checks: matters0); joins keep the per-frame rule. */
+ * ignore a different rbp in frame 0 where no frame of the walk computes its CFA from it
+ * (build_checks: matters0). */
 
 /* The thread's walk cache (its types are in unwind_fast.h, where the allocation path's noted-stack
  * test reads them) and the dlclose generation. */
@@ -657,6 +658,22 @@ void ot_unwind_attach(void *mem, size_t bytes)
     ot_walk_cache = w;
 }
 
+/* Does frame x's rbp matter to walk b: does some frame from x out compute its CFA from that value,
+ * reached through frames that pass rbp on unsaved? Only then is it checked, and only then is bp
+ * exact in a remembered frame. Optimised code keeps data in rbp (deep_large's main: its loop count)
+ * and the frames between it and the allocation pass it on; the same stack with another count is the
+ * same stack wherever no frame needs rbp. Nothing is computed from the last frame of a walk that
+ * ended, nor from that of a cut walk (a walk that goes on from there reads rbp again: join_bp);
+ * past a walk that ran out of room, unknown frames may. The frames a scan passes are those up to
+ * the next frame that saves rbp or needs it, so the scans of one walk's steps cover it once. */
+static inline unsigned bp_matters(const wbuf_t *b, unsigned x)
+{
+    const wframe_t *f = &b->f[x], *last = &b->f[b->n - 1];
+    while (f < last && !f->bpaddr && f->bprel == 3) f++; /* rbp passed on unsaved */
+    if (f == last && (b->complete || b->cut)) return 0;
+    return f->bpaddr ? (unsigned)(f->bprel & 1) : 1; /* a CFA from rbp, or frames not known */
+}
+
 /* The checks of the steps from frame t to t + 1 for t in [from, to), appended at b->chk[c]; frames
  * from..to - 1 get their first[] and ips[] (k: the next ips index). Returns the new c. */
 static inline unsigned add_checks(wbuf_t *b, unsigned from, unsigned to, unsigned c, unsigned *k)
@@ -668,7 +685,7 @@ static inline unsigned add_checks(wbuf_t *b, unsigned from, unsigned to, unsigne
         b->frame[c] = (uint16_t)(t + 1);
         b->chk[c].at = b->f[t + 1].sp - 8;
         b->chk[c++].val = b->f[t + 1].ip;
-        if (b->f[t].bpaddr && b->f[t + 1].bprel) {
+        if (b->f[t].bpaddr && bp_matters(b, t + 1)) {
             b->frame[c] = (uint16_t)(t + 1);
             b->chk[c].at = b->f[t].bpaddr;
             b->chk[c++].val = b->f[t + 1].bp;
@@ -696,28 +713,25 @@ typedef struct {
     unsigned at, from, cnt;
 } joined_t;
 
+/* May walk b, which took frames at..at + cnt - 1 from walk o (frames from..), take o's checks of
+ * the steps among them (but the last)? A check of rbp at a step from a frame that saves it depends
+ * on the frames that pass rbp on after it, and only where those run to the last joined frame (whose
+ * caller differs, or whose rule this walk applied) can the two walks judge it otherwise. */
+static bool joined_checks_fit(const wbuf_t *b, const joined_t *jn)
+{
+    unsigned last = jn->at + jn->cnt - 1, t = last - 1;
+    while (t > jn->at && !b->f[t].bpaddr && b->f[t].bprel == 3) t--;
+    if (!b->f[t].bpaddr || t + 1 >= last) return true; /* no such check among the copied steps */
+    return bp_matters(b, t + 1) == bp_matters(jn->old, jn->from + (t + 1 - jn->at));
+}
+
 static void build_checks(wbuf_t *b, const joined_t *jn)
 {
-    /* Does frame 0's rbp matter to the walk as a whole? Only if some frame computes its CFA from
-     * rbp, reached through frames that pass rbp on unsaved. A frame that saves rbp hands its caller
-     * the saved value (a checked slot where that matters), and nothing is computed from the last
-     * frame of a walk that ended; the last frame of a cut walk is not known, so it matters. Only for
-     * a walk that matches in full (same stack, memo_find): a partial join keeps the per-frame rule.
-     * The first frame (from 0 out) that decides it: one that saves rbp, or one that neither saves
-     * it nor passes it on; rbp passed on unsaved defers to the caller. */
-    unsigned m = 1, t = 0;
-    for (; t + 1 < b->n; t++) {
-        const wframe_t *f = &b->f[t];
-        if (f->bpaddr) {
-            m = (unsigned)(f->bprel & 1);
-            break;
-        }
-        if (!(f->bprel & 2)) break; /* m = 1 */
-    }
-    if (b->n && t + 1 == b->n) m = !b->complete;
-    b->matters0 = m;
+    /* Does frame 0's rbp matter to the walk as a whole (matters0)? Only for a walk that matches
+     * in full (same stack, memo_find): a partial join decides frame by frame (bp_matters). */
+    b->matters0 = b->n ? bp_matters(b, 0) : 1;
     unsigned c = 0, k = 0;
-    if (jn && jn->cnt >= 3 && jn->at + jn->cnt <= b->n) {
+    if (jn && jn->cnt >= 3 && jn->at + jn->cnt <= b->n && joined_checks_fit(b, jn)) {
         /* Steps inside the joined frames are old's steps from..from + cnt - 2, but the last of them:
          * its check depends on the last joined frame's bprel, which the walk rewrote if it stepped
          * on from there. So old's steps j0..j1 - 1 are copied, and from frame j1 on they are derived. */
@@ -754,9 +768,10 @@ static void build_checks_plain(wbuf_t *b)
     unsigned m = 1;
     for (unsigned t = b->n; t-- > 0;) {
         const wframe_t *f = &b->f[t];
-        if (t + 1 == b->n) m = !b->complete;
+        if (t + 1 == b->n && (b->complete || b->cut)) m = 0;
         else if (f->bpaddr) m = (unsigned)(f->bprel & 1);
-        else if (!(f->bprel & 2)) m = 1;
+        else if (f->bprel != 3) m = 1;
+        else if (t + 1 == b->n) m = 1; /* rbp passed on to frames not known */
     }
     b->matters0 = m;
     unsigned k = 0, c = add_checks(b, 0, b->n, 0, &k);
@@ -770,6 +785,7 @@ static void verify_checks(const wbuf_t *b)
     wbuf_t *r = &verify_buf;
     r->n = b->n;
     r->complete = b->complete;
+    r->cut = b->cut;
     __builtin_memcpy(r->f, b->f, b->n * sizeof b->f[0]);
     build_checks_plain(r);
     bool same = r->matters0 == b->matters0 && r->nchk == b->nchk && r->nips == b->nips &&
@@ -924,6 +940,23 @@ uint32_t ot_unwind_noted(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
     return site ? site : ot_unwind_noted_others(ip, sp, bp, max, tag, depth, &searched);
 }
 
+/* A join took cnt frames over from remembered walk o (from its frame j, which this walk reached
+ * with rbp bp), the first `copy` of them into nw->f[at..]. The rbp of the last of them, as this
+ * stack has it, for the walk to go on from there: o kept rbp exact only where it mattered to o
+ * (bp_matters), and from its last frame nothing was computed. The frames whose rbp may matter to
+ * this walk but not to o are the run of frames that pass rbp on up to the last one: they get this
+ * stack's value, which is what the frame before the run saved (a slot in a frame the join checked),
+ * or bp where the run starts at frame j. */
+static inline uintptr_t join_bp(wbuf_t *nw, unsigned at, unsigned copy, const wbuf_t *o, unsigned j, unsigned cnt,
+                                uintptr_t bp)
+{
+    unsigned s = j + cnt - 1;
+    while (s > j && !o->f[s - 1].bpaddr && o->f[s - 1].bprel == 3) s--;
+    if (s > j) bp = o->f[s - 1].bpaddr ? *(const uintptr_t *)o->f[s - 1].bpaddr : o->f[s - 1].bp;
+    for (unsigned x = s - j; x < copy; x++) nw->f[at + x].bp = bp;
+    return bp;
+}
+
 /* Frame 0 is (ip, sp, bp): a return address, the stack pointer just after that return, and rbp
  * there. Returns the number of frames written, or -1 to ask libunwind instead. */
 int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, uintptr_t sp, uintptr_t bp,
@@ -964,7 +997,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
             while (j < old->n && old->f[j].sp < sp) j++;
             if (j < old->n && old->f[j].sp == sp) {
                 const wframe_t *o = &old->f[j];
-                if (o->ip == ip && (o->bp == bp || !o->bprel)) {
+                if (o->ip == ip && (o->bp == bp || !bp_matters(old, j))) {
                     unsigned ok = validate(old, j), cnt = ok;
                     bool to_end = j + ok == old->n, ends = to_end && old->complete; /* ends: the stack's end */
                     /* Their return addresses, from old's row of them: every frame's but that of an
@@ -988,6 +1021,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     /* The frames in one copy, and (the first such run) their checks later on. */
                     unsigned room = raw < WALK_MAX ? WALK_MAX - raw : 0, copy = cnt < room ? cnt : room;
                     __builtin_memcpy(&nw->f[raw], &old->f[j], copy * sizeof(wframe_t));
+                    bp = join_bp(nw, raw, copy, old, j, cnt, bp);
                     if (!jn.cnt && copy == cnt) jn = (joined_t){old, raw, j, cnt};
                     raw += cnt; /* counted past WALK_MAX too: such a walk is not complete */
                     if (full) goto done;
@@ -1000,7 +1034,6 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
                     const wframe_t *last = &old->f[j + ok - 1];
                     ip = last->ip;
                     sp = last->sp;
-                    bp = last->bp;
                     j += ok;
                     if (ip == 0) goto ended;
                     goto step;

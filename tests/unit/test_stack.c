@@ -564,6 +564,160 @@ __attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_varie
     return n;
 }
 
+/* rbp as data of an outer function (deep_large's main keeps its loop counter there) and passed on,
+ * unsaved, by the frames between it and the first function that saves it: rbp_holder loads a value
+ * into rbp (saving its caller's) and calls down through two functions that leave rbp alone to
+ * rbp_saver, which saves it. rbp_saver's slot then holds rbp_holder's value, and no frame computes
+ * its CFA from it: rbp_holder saves rbp itself, and a walk cut before it computes nothing from its
+ * last frame. The same stack with another value there is the same stack. */
+__attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_saver(uintptr_t *ips, uint32_t tag,
+                                                                                 ot_stack_note_t *note)
+{
+    __asm__ volatile("" ::: "rbp");
+    unsigned n = noted_leaf(ips, tag, note);
+    sink += 8;
+    return n;
+}
+__attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_pass_1(uintptr_t *ips, uint32_t tag,
+                                                                                  ot_stack_note_t *note)
+{
+    unsigned n = rbp_saver(ips, tag, note);
+    sink += 9;
+    return n;
+}
+__attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_pass_2(uintptr_t *ips, uint32_t tag,
+                                                                                  ot_stack_note_t *note)
+{
+    unsigned n = rbp_pass_1(ips, tag, note);
+    sink += 10;
+    return n;
+}
+__attribute__((noipa, optimize("omit-frame-pointer"))) static unsigned rbp_holder(uintptr_t value, uintptr_t *ips,
+                                                                                  uint32_t tag, ot_stack_note_t *note)
+{
+    register uintptr_t in_rbp __asm__("rbp") = value;
+    __asm__ volatile("" : "+r"(in_rbp));
+    unsigned n = rbp_pass_2(ips, tag, note);
+    __asm__ volatile("" : "+r"(in_rbp));
+    sink += in_rbp;
+    return n;
+}
+
+TEST(test_cfi_rbp_passed_on)
+{
+    static const char *const names[] = {"rbp_saver", "rbp_pass_1", "rbp_pass_2", "rbp_holder"};
+    uintptr_t ips[OT_MAX_FRAMES];
+    char name[512];
+    ot_stack_note_t note = {0};
+    /* the whole stack; cut at rbp_pass_1 and at rbp_pass_2, frames that pass rbp on */
+    static const unsigned depths[] = {OT_MAX_FRAMES, 2, 3};
+    probe_first = 0;
+    for (unsigned d = 0; d < 3; d++) {
+        leaf_max = depths[d];
+        ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
+        unsigned hits = 0;
+        for (volatile unsigned i = 0; i < 6; i++) {
+            memset(ips, 0, sizeof ips);
+            unsigned n = rbp_holder(0x7000 + 16 * i, ips, 7, &note);
+            if (note.hit) {
+                hits++;
+                EXPECT_EQ_U(note.value, 400 + d);
+                continue;
+            }
+            EXPECT_EQ_U(n, depths[d] < 4 ? depths[d] : n);
+            ASSERT(n >= (depths[d] < 4 ? depths[d] : 5));
+            for (unsigned f = 0; f < n && f < 4; f++) {
+                name_of(ips[f], name, sizeof name);
+                EXPECT_STR(name, names[f]);
+            }
+            ot_unwind_note_set(note.walk, 7, 400 + d);
+        }
+        printf("  depth %u: %u of 6 found again with another value in rbp\n", depths[d], hits);
+        EXPECT_EQ_U(hits, 5);
+    }
+    leaf_max = OT_MAX_FRAMES;
+    ot_unwind_attach(NULL, 0);
+}
+
+/* A walk cut where rbp passes on unsaved does not check that rbp, so a walk that joins it and goes
+ * on past its last frame must take rbp from this stack, not from the remembered frame. cut_fp
+ * computes its CFA from rbp (alloca); cut_pad above it makes room so that the two stacks put
+ * cut_pass and cut_capture at the same sp while cut_fp's rbp differs between them. Neither of
+ * those two touches rbp, so the join at frame 0 is itself one that ignores a different rbp. */
+static volatile unsigned cut_max;
+static uintptr_t cut_ips[2][OT_MAX_FRAMES], cut_sp;
+static unsigned cut_n[2];
+__attribute__((noipa, optimize("omit-frame-pointer"))) static void cut_capture(int k)
+{
+    volatile char here = 0;
+    cut_sp = (uintptr_t)&here;
+    cut_n[k] = (k ? ot_stack_capture_exact : ot_stack_capture)(cut_ips[k], k ? OT_MAX_FRAMES : cut_max, 0);
+    sink += here;
+}
+__attribute__((noipa, optimize("omit-frame-pointer"))) static void cut_pass(void)
+{
+    for (volatile int k = 0; k < 2; k++) cut_capture(k);
+}
+__attribute__((noipa, optimize("no-omit-frame-pointer"))) static void cut_fp(unsigned n)
+{
+    volatile char *p = __builtin_alloca(n);
+    p[0] = 1;
+    cut_pass();
+    sink += p[0];
+}
+__attribute__((noipa, optimize("no-omit-frame-pointer"))) static void cut_pad(unsigned k, unsigned n)
+{
+    volatile char *q = __builtin_alloca(k);
+    q[0] = 1;
+    cut_fp(n);
+    sink += q[0];
+}
+
+/* Zeroes the stack below the caller's frame, where the last calls left their frames: a walk that
+ * read a slot of the earlier stack would then find no frames there, rather than that stack's own. */
+static OT_NOINLINE void scrub_stack(void)
+{
+    volatile char buf[8192];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = 0;
+}
+
+TEST(test_cfi_join_past_cut)
+{
+    uint64_t f0, f1;
+    ot_unwind_stats(NULL, &f0);
+    ot_unwind_attach(walk_mem[1], sizeof walk_mem[1]);
+    cut_max = 2;
+    cut_pad(32, 256);
+    uintptr_t sp_a = cut_sp;
+    ASSERT(cut_n[0] == 2 && cut_n[1] > 4);
+    EXPECT(same_stack(cut_ips[0], 2, cut_ips[1], 2));
+    cut_max = OT_MAX_FRAMES;
+    unsigned stepped[2], n[2];
+    for (volatile int round = 0; round < 2; round++) { /* one call site: the same stack twice */
+        scrub_stack();
+        cut_pad(256, 32);
+        stepped[round] = ot_unwind_last_stepped();
+        n[round] = cut_n[0];
+        if (round == 0 && cut_sp != sp_a) break;
+        EXPECT(same_stack(cut_ips[0], cut_n[0], cut_ips[1], cut_n[1]));
+    }
+    ot_unwind_attach(NULL, 0);
+    if (cut_sp != sp_a) {
+        printf("SKIP test_cfi_join_past_cut: the two stacks did not meet at one sp (%#lx, %#lx)\n",
+               (unsigned long)sp_a, (unsigned long)cut_sp);
+        return;
+    }
+    /* frame 0 joined, the rest stepped from cut_pass on with this stack's rbp */
+    printf("  second stack: %u frames, %u stepped; the same again: %u stepped\n", n[0], stepped[0], stepped[1]);
+    EXPECT(stepped[0] < n[0]);
+    /* That walk keeps this stack's rbp in the frames it took over, where it matters to it now (to
+     * cut_fp's CFA): the same stack again is the remembered one, nothing stepped. */
+    EXPECT_EQ_U(stepped[1], 0);
+    EXPECT_EQ_U(n[1], n[0]);
+    ot_unwind_stats(NULL, &f1);
+    EXPECT_EQ_U(f1 - f0, 0);
+}
+
 /* The same stack again means the same rbp too wherever rbp matters: this function keeps rbp as its
  * frame pointer, so that no loop variable of its own lives there and makes every step a new stack. */
 __attribute__((optimize("no-omit-frame-pointer"))) static void cfi_notes_body(void);
@@ -967,5 +1121,5 @@ TEST(test_cost_20_frames)
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
           test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
-          test_cfi_notes, test_cfi_memo, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
+          test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
           test_cost_20_frames)
