@@ -666,10 +666,11 @@ void ot_unwind_attach(void *mem, size_t bytes)
  * ended, nor from that of a cut walk (a walk that goes on from there reads rbp again: join_bp);
  * past a walk that ran out of room, unknown frames may. The frames a scan passes are those up to
  * the next frame that saves rbp or needs it, so the scans of one walk's steps cover it once. */
+static inline bool passes_bp_on(const wframe_t *f) { return !f->bpaddr && f->bprel == 3; }
 static inline unsigned bp_matters(const wbuf_t *b, unsigned x)
 {
     const wframe_t *f = &b->f[x], *last = &b->f[b->n - 1];
-    while (f < last && !f->bpaddr && f->bprel == 3) f++; /* rbp passed on unsaved */
+    while (f < last && passes_bp_on(f)) f++;
     if (f == last && (b->complete || b->cut)) return 0;
     return f->bpaddr ? (unsigned)(f->bprel & 1) : 1; /* a CFA from rbp, or frames not known */
 }
@@ -720,7 +721,7 @@ typedef struct {
 static bool joined_checks_fit(const wbuf_t *b, const joined_t *jn)
 {
     unsigned last = jn->at + jn->cnt - 1, t = last - 1;
-    while (t > jn->at && !b->f[t].bpaddr && b->f[t].bprel == 3) t--;
+    while (t > jn->at && passes_bp_on(&b->f[t])) t--;
     if (!b->f[t].bpaddr || t + 1 >= last) return true; /* no such check among the copied steps */
     return bp_matters(b, t + 1) == bp_matters(jn->old, jn->from + (t + 1 - jn->at));
 }
@@ -951,7 +952,7 @@ static inline uintptr_t join_bp(wbuf_t *nw, unsigned at, unsigned copy, const wb
                                 uintptr_t bp)
 {
     unsigned s = j + cnt - 1;
-    while (s > j && !o->f[s - 1].bpaddr && o->f[s - 1].bprel == 3) s--;
+    while (s > j && passes_bp_on(&o->f[s - 1])) s--;
     if (s > j) bp = o->f[s - 1].bpaddr ? *(const uintptr_t *)o->f[s - 1].bpaddr : o->f[s - 1].bp;
     for (unsigned x = s - j; x < copy; x++) nw->f[at + x].bp = bp;
     return bp;
