@@ -618,10 +618,10 @@ static inline uint64_t rule_for(uintptr_t ip)
  * hence the same CFA and slots, and equal slot contents give an equal next frame. A walk that goes
  * on past the frames it took over takes their rbp from this stack (join_bp). The checks are
  * independent loads, not a chain of dependent lookups, so the frames a thread shares with its
- * previous allocation (the outer part of the stack, or all of it in a loop) cost about a load each. A frame at a remembered sp with
- * another ip (the caller of both allocations called from another line) does not end the search:
- * the stacks often meet again one frame further out, and any frame equal in (ip, sp, bp) is a
- * valid start for the checks, whatever came before it.
+ * previous allocation (the outer part of the stack, or all of it in a loop) cost about a load
+ * each. A frame at a remembered sp with another ip (the caller of both allocations called from
+ * another line) does not end the search: the stacks often meet again one frame further out, and
+ * any frame equal in (ip, sp, bp) is a valid start for the checks, whatever came before it.
  *
  * The memory is the thread's (ot_unwind_attach, from live.c's per-thread record): 2 to 16 buffers
  * in least-recently-used order, the last walk first; a new walk takes the least recently used. A
@@ -766,13 +766,12 @@ static void build_checks(wbuf_t *b, const joined_t *jn)
  * the outermost frame in) and stops the program where the two differ. */
 static void build_checks_plain(wbuf_t *b)
 {
-    unsigned m = 1;
+    unsigned m = 1; /* past the last frame: frames not known, unless the walk ended or was cut */
     for (unsigned t = b->n; t-- > 0;) {
         const wframe_t *f = &b->f[t];
         if (t + 1 == b->n && (b->complete || b->cut)) m = 0;
         else if (f->bpaddr) m = (unsigned)(f->bprel & 1);
         else if (f->bprel != 3) m = 1;
-        else if (t + 1 == b->n) m = 1; /* rbp passed on to frames not known */
     }
     b->matters0 = m;
     unsigned k = 0, c = add_checks(b, 0, b->n, 0, &k);
