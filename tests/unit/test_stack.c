@@ -702,11 +702,8 @@ TEST(test_cfi_join_past_cut)
         EXPECT(same_stack(cut_ips[0], cut_n[0], cut_ips[1], cut_n[1]));
     }
     ot_unwind_attach(NULL, 0);
-    if (cut_sp != sp_a) {
-        printf("SKIP test_cfi_join_past_cut: the two stacks did not meet at one sp (%#lx, %#lx)\n",
-               (unsigned long)sp_a, (unsigned long)cut_sp);
-        return;
-    }
+    if (cut_sp != sp_a)
+        SKIP("the two stacks did not meet at one sp (%#lx, %#lx)", (unsigned long)sp_a, (unsigned long)cut_sp);
     /* frame 0 joined, the rest stepped from cut_pass on with this stack's rbp */
     printf("  second stack: %u frames, %u stepped; the same again: %u stepped\n", n[0], stepped[0], stepped[1]);
     EXPECT(stepped[0] < n[0]);
