@@ -109,6 +109,7 @@ typedef struct {
     /* Migration passes over a chunk: closing its EMPTY and TOMB slots (an operation older than the
      * migration was in flight), or only reading them. */
     uint64_t closing_passes, reading_passes;
+    uint64_t alone_passes; /* of those, passes made alone: one thread, signals blocked, plain stores */
 } ot_table_stats_t;
 void ot_table_stats(ot_table_stats_t *st);
 void ot_table_reset_for_test(void); /* unit tests only: drop everything */
@@ -118,6 +119,9 @@ void ot_table_reset_for_test(void); /* unit tests only: drop everything */
 extern void (*ot_table_test_late_insert)(uint64_t key);
 uint64_t ot_table_test_home(uint64_t key, uint64_t cap); /* where key's search starts in cap slots */
 void ot_table_test_root_map(void **addr, size_t *bytes);  /* the oldest table's mapping */
+extern int ot_table_test_never_alone; /* set: every migration pass takes the CAS way */
+/* Called by a pass made alone between finding new[slot] EMPTY and its store there. */
+extern void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #endif
 
 /* Value packing (live.c): size 40 bits, kind 4 bits, site 20 bits. Sizes >= 2^40 go to a side

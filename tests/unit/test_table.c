@@ -173,6 +173,220 @@ TEST(single_thread_semantics)
     EXPECT_EQ_U(fails, 0);
 }
 
+/* ------------------------------------------------------------------ passes made alone */
+/* glibc's own flag: while it is set, table.c makes its migration passes alone (signals blocked,
+ * plain stores). Under ThreadSanitizer its runtime has a thread of its own, and no pass is alone. */
+extern char __libc_single_threaded __attribute__((weak));
+static bool single_threaded(void)
+{
+    return &__libc_single_threaded && __libc_single_threaded;
+}
+
+typedef struct {
+    uint64_t *keys;
+    size_t n, cap;
+    uint64_t sum;
+} seq_t;
+static void seq_add(uint64_t k, uint64_t v, void *ctx)
+{
+    seq_t *q = ctx;
+    if (q->n < q->cap) q->keys[q->n] = k;
+    q->n++;
+    q->sum += v ^ k;
+}
+
+enum { SCRIPT_WALKS = 4 };
+/* Grows through several migrations (walks taken in the middle of one), leaves TOMBs, reuses them,
+ * then falls below 5% so that the table shrinks. Each walk lists the keys in slot order. */
+static void alone_script(seq_t walks[SCRIPT_WALKS], ot_table_stats_t *st, uint64_t *bad)
+{
+    ot_table_reset_for_test();
+    const uint64_t base = 0x7f3600000000ull, base2 = 0x7f3680000000ull, n = SCALE > 1 ? 20000 : 60000;
+    uint64_t v, w = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        *bad += !ot_table_insert(base + i * 48, i);
+        if (w == 0 && i > n / 2 && stats().generations == 2) ot_table_walk(seq_add, &walks[w++]);
+    }
+    if (w == 0) w = 1; /* leaves walks[0] empty in both runs: the comparison below fails on its n */
+    ot_table_walk(seq_add, &walks[w++]);
+    for (uint64_t i = 0; i < n; i++)
+        if (i % 3) *bad += !(ot_table_remove(base + i * 48, &v) && v == i);
+    for (uint64_t i = 0; i < n / 2; i++) *bad += !ot_table_insert(base2 + i * 48, i + 7);
+    ot_table_walk(seq_add, &walks[w++]);
+    for (uint64_t i = 0; i < n; i++)
+        if (i % 3 == 0 && i > 30) *bad += !(ot_table_remove(base + i * 48, &v) && v == i);
+    for (uint64_t i = 0; i < n / 2; i++)
+        if (i > 30) *bad += !(ot_table_remove(base2 + i * 48, &v) && v == i + 7);
+    for (int i = 0; i < 3000; i++) ot_table_lookup(base, &v); /* lets a shrink finish */
+    ot_table_walk(seq_add, &walks[w++]);
+    for (uint64_t i = 0; i <= 30; i++) {
+        if (i % 3 == 0) *bad += !(ot_table_lookup(base + i * 48, &v) && v == i);
+        *bad += !(ot_table_lookup(base2 + i * 48, &v) && v == i + 7);
+    }
+    *st = stats();
+}
+
+/* A pass made alone must leave the very table a pass the CAS way leaves: the same operations both
+ * ways give the same keys in the same slots at every walk, and the same capacity and counts. */
+TEST(alone_passes_match_cas_passes)
+{
+    if (!single_threaded()) SKIP("the process has more than one thread (sanitizer runtime): no pass is made alone");
+    enum { CAP = 200000 };
+    seq_t runs[2][SCRIPT_WALKS];
+    ot_table_stats_t st[2], before[2];
+    uint64_t bad[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < SCRIPT_WALKS; i++) runs[r][i] = (seq_t){calloc(CAP, sizeof(uint64_t)), 0, CAP, 0};
+        ot_table_test_never_alone = r == 0;
+        before[r] = stats();
+        alone_script(runs[r], &st[r], &bad[r]);
+    }
+    ot_table_test_never_alone = 0;
+    uint64_t alone0 = st[0].alone_passes - before[0].alone_passes, alone1 = st[1].alone_passes - before[1].alone_passes;
+    uint64_t passes1 = st[1].closing_passes + st[1].reading_passes - before[1].closing_passes - before[1].reading_passes;
+    printf("  CAS way: %lu passes alone; alone: %lu of %lu passes; %lu slots, %lu live at the end\n",
+           (unsigned long)alone0, (unsigned long)alone1, (unsigned long)passes1, (unsigned long)st[1].capacity,
+           (unsigned long)st[1].live);
+    EXPECT_EQ_U(bad[0], 0);
+    EXPECT_EQ_U(bad[1], 0);
+    EXPECT_EQ_U(alone0, 0);
+    EXPECT(alone1 > 0);
+    EXPECT_EQ_U(alone1, passes1);
+    EXPECT_EQ_U(st[0].capacity, st[1].capacity);
+    EXPECT_EQ_U(st[0].live, st[1].live);
+    EXPECT_EQ_U(st[0].live, 42); /* the keys i <= 30 kept: 11 of the first range, 31 of the second */
+    for (int i = 0; i < SCRIPT_WALKS; i++) {
+        EXPECT(runs[0][i].n > 0);
+        EXPECT_EQ_U(runs[0][i].n, runs[1][i].n);
+        EXPECT_EQ_U(runs[0][i].sum, runs[1][i].sum);
+        size_t m = runs[0][i].n < CAP ? runs[0][i].n : CAP, diff = 0;
+        for (size_t j = 0; j < m; j++) diff += runs[0][i].keys[j] != runs[1][i].keys[j];
+        EXPECT_EQ_U(diff, 0);
+        free(runs[0][i].keys);
+        free(runs[1][i].keys);
+    }
+    ot_table_reset_for_test();
+}
+
+/* The late insert on one thread: the insert is interrupted in its window (as by a signal handler;
+ * here table.c's hook) by operations that grow the table and migrate every chunk of the old one,
+ * in passes made alone. Its announcement is older than the migration, so those passes must close
+ * the EMPTY and TOMB slots with their stores: the interrupted CAS then fails, and the insert goes
+ * to the new table. */
+static const uint64_t nested_late_key = 0x7f3700000000ull + 8;
+static uint64_t nested_keys[1u << 16], nested_n;
+static int nested_calls;
+static ot_table_stats_t nested_st0, nested_st1;
+static void nested_late_hook(uint64_t key)
+{
+    if (key != nested_late_key || ++nested_calls > 1) return;
+    nested_st0 = stats();
+    const uint64_t chunks = (nested_st0.capacity + 511) / 512, cap0 = nested_st0.capacity;
+    const uint64_t at = ot_table_test_home(nested_late_key, cap0);
+    uint64_t key2 = nested_keys[nested_n - 1];
+    for (;;) {
+        uint64_t h;
+        do {
+            key2 += 48;
+            h = ot_table_test_home(key2, cap0);
+        } while ((h + cap0 - at) % cap0 < 8 || (at + cap0 - h) % cap0 < 256);
+        if (!ot_table_insert(key2, nested_n)) return;
+        nested_keys[nested_n++] = key2;
+        nested_st1 = stats();
+        uint64_t passes = nested_st1.closing_passes + nested_st1.reading_passes - nested_st0.closing_passes -
+                          nested_st0.reading_passes;
+        if ((passes >= chunks && nested_st1.capacity > nested_st0.capacity) || nested_n >= 10 * cap0 ||
+            nested_n >= sizeof nested_keys / sizeof nested_keys[0])
+            break;
+    }
+    key2 += 48; /* one more operation after the last chunk: the old table retires */
+    if (ot_table_insert(key2, nested_n)) nested_keys[nested_n++] = key2;
+    nested_st1 = stats();
+}
+
+TEST(nested_late_insert_alone)
+{
+    if (!single_threaded()) SKIP("the process has more than one thread (sanitizer runtime): no pass is made alone");
+    ot_table_reset_for_test();
+    const uint64_t base = 0x7f3700000000ull;
+    for (nested_n = 0; nested_n < 100; nested_n++) EXPECT(ot_table_insert(nested_keys[nested_n] = base + nested_n * 48, nested_n));
+    ASSERT(stats().generations == 1);
+    nested_calls = 0;
+    ot_table_test_late_insert = nested_late_hook;
+    EXPECT(ot_table_insert(nested_late_key, 4242));
+    ot_table_test_late_insert = NULL;
+    printf("  insert interrupted: table %lu -> %lu slots, %lu closing passes (%lu alone), %lu reading, %lu keys "
+           "inserted meanwhile\n",
+           (unsigned long)nested_st0.capacity, (unsigned long)nested_st1.capacity,
+           (unsigned long)(nested_st1.closing_passes - nested_st0.closing_passes),
+           (unsigned long)(nested_st1.alone_passes - nested_st0.alone_passes),
+           (unsigned long)(nested_st1.reading_passes - nested_st0.reading_passes), (unsigned long)(nested_n - 100));
+    EXPECT(nested_st1.capacity > nested_st0.capacity);
+    EXPECT(nested_st1.closing_passes > nested_st0.closing_passes);
+    EXPECT_EQ_U(nested_st1.reading_passes, nested_st0.reading_passes);
+    EXPECT_EQ_U(nested_st1.alone_passes - nested_st0.alone_passes, nested_st1.closing_passes - nested_st0.closing_passes);
+    EXPECT(nested_calls >= 2); /* its first CAS failed: the slot had been closed */
+    uint64_t v = 0, bad = 0;
+    EXPECT(ot_table_lookup(nested_late_key, &v) && v == 4242);
+    for (uint64_t i = 0; i < nested_n; i++)
+        if (!ot_table_lookup(nested_keys[i], &v) || v != i) bad++;
+    EXPECT_EQ_U(bad, 0);
+    EXPECT_EQ_U(stats().live, nested_n + 1);
+    ot_table_reset_for_test();
+}
+
+/* A signal raised inside a pass made alone waits until the pass is over. It is raised between the
+ * pass finding new[p] EMPTY and its store there, and its handler inserts a key whose search starts
+ * at p: delivered at once, the handler's key would take p, and the pass's store would overwrite it. */
+static uint64_t alone_sig_key;
+static int alone_sig_hooks, alone_sig_handled, alone_sig_ok, alone_sig_in_pass;
+static void alone_sig_handler(int sig)
+{
+    (void)sig;
+    alone_sig_ok = ot_table_insert(alone_sig_key, 777);
+    alone_sig_handled++;
+}
+static void alone_sig_hook(uint64_t slot, uint64_t cap)
+{
+    if (alone_sig_hooks++) return;
+    uint64_t k = 0x7f3900000000ull;
+    while (ot_table_test_home(k, cap) != slot) k += 256; /* 1 in cap granules starts there */
+    alone_sig_key = k;
+    raise(SIGUSR1);
+    alone_sig_in_pass = alone_sig_handled; /* 0: the signal is still pending */
+}
+
+TEST(signal_waits_for_alone_pass)
+{
+    if (!single_threaded()) SKIP("the process has more than one thread (sanitizer runtime): no pass is made alone");
+    ot_table_reset_for_test();
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = alone_sig_handler;
+    sigemptyset(&sa.sa_mask);
+    ASSERT(sigaction(SIGUSR1, &sa, &old) == 0);
+    const uint64_t base = 0x7f3800000000ull;
+    uint64_t n = 0, v, bad = 0;
+    alone_sig_hooks = alone_sig_handled = alone_sig_ok = 0;
+    alone_sig_in_pass = -1;
+    ot_table_test_alone_store = alone_sig_hook;
+    for (; alone_sig_hooks == 0 && n < 100000; n++) EXPECT(ot_table_insert(base + 48 * n, n));
+    ot_table_test_alone_store = NULL;
+    for (uint64_t i = 0; i < 20000; i++, n++) EXPECT(ot_table_insert(base + 48 * n, n)); /* finish the migration */
+    sigaction(SIGUSR1, &old, NULL);
+    printf("  signal raised in a pass after %lu inserts: handled %d time(s), %s\n", (unsigned long)n,
+           alone_sig_handled, alone_sig_in_pass == 0 ? "after the pass" : "inside the pass");
+    EXPECT(alone_sig_hooks > 0);
+    EXPECT_EQ_U(alone_sig_handled, 1);
+    EXPECT_EQ_U(alone_sig_in_pass, 0);
+    EXPECT(alone_sig_ok);
+    EXPECT(ot_table_lookup(alone_sig_key, &v) && v == 777);
+    for (uint64_t i = 0; i < n; i++)
+        if (!ot_table_lookup(base + 48 * i, &v) || v != i) bad++;
+    EXPECT_EQ_U(bad, 0);
+    EXPECT_EQ_U(stats().live, n + 1);
+    ot_table_reset_for_test();
+}
+
 /* ------------------------------------------------------------------ 5 (run early: small process) */
 TEST(address_space_limit)
 {
@@ -748,6 +962,7 @@ TEST(bench)
     ot_table_reset_for_test();
 }
 
-TEST_MAIN(single_thread_semantics, address_space_limit, growth_to_10m_and_back, threads_stress,
+TEST_MAIN(single_thread_semantics, alone_passes_match_cas_passes, nested_late_insert_alone, signal_waits_for_alone_pass,
+          address_space_limit, growth_to_10m_and_back, threads_stress,
           walk_concurrent_with_writers, grace_period, late_insert_during_migration, shrink_waits_while_falling,
           big_tables_on_huge_page_boundaries, bench)
