@@ -45,7 +45,10 @@
  * migrating itself) goes the CAS way. The three CASes of a move are a locked instruction each,
  * which holds back the loads behind it: report_1m (growing to a million keys) spent 17% of its
  * time in migration passes, live_10m 22%. A thread created later sees the stores: pthread_create
- * clears the flag and publishes memory before the thread starts.
+ * clears the flag and publishes memory before the thread starts. glibc's malloc trusts the same
+ * flag to skip its arena lock, so a program whose threads come from a bare clone() and allocate
+ * is already unsafe without us. A pass that would move few keys (a shrink below 5%) keeps the CAS
+ * way: blocking and unblocking signals costs two system calls (migrate_chunk).
  *
  * Reclamation. A thread announces the epoch it entered with in its own word (a seq_cst store; its
  * cost hides behind the CAS every operation does anyway); a retired table is unmapped once every
