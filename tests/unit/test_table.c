@@ -283,6 +283,33 @@ TEST(alone_passes_match_cas_passes)
     ot_table_reset_for_test();
 }
 
+/* The next key after `key` (48 bytes on) whose search in a table of cap0 slots starts well away from
+ * slot `at`, the parked late insert's home: only a migration, not one of these keys, may take the
+ * slot that insert found. */
+static uint64_t key_away_from(uint64_t key, uint64_t cap0, uint64_t at)
+{
+    uint64_t h;
+    do {
+        key += 48;
+        h = ot_table_test_home(key, cap0);
+    } while ((h + cap0 - at) % cap0 < 8 || (at + cap0 - h) % cap0 < 256);
+    return key;
+}
+
+/* After a late insert of (late, 4242) whose window saw the whole old table migrated: its first CAS
+ * failed (the slot had been closed, so the hook ran again on the retry), it went to the new table,
+ * and every key inserted meanwhile (keys[i] = i) is there too. */
+static void expect_late_insert_landed(uint64_t late, const uint64_t *keys, uint64_t n, int calls)
+{
+    EXPECT(calls >= 2);
+    uint64_t v = 0, bad = 0;
+    EXPECT(ot_table_lookup(late, &v) && v == 4242);
+    for (uint64_t i = 0; i < n; i++)
+        if (!ot_table_lookup(keys[i], &v) || v != i) bad++;
+    EXPECT_EQ_U(bad, 0);
+    EXPECT_EQ_U(stats().live, n + 1);
+}
+
 /* The late insert on one thread: the insert is interrupted in its window (as by a signal handler;
  * here table.c's hook) by operations that grow the table and migrate every chunk of the old one,
  * in passes made alone. Its announcement is older than the migration, so those passes must close
@@ -300,11 +327,7 @@ static void nested_late_hook(uint64_t key)
     const uint64_t at = ot_table_test_home(nested_late_key, cap0);
     uint64_t key2 = nested_keys[nested_n - 1];
     for (;;) {
-        uint64_t h;
-        do {
-            key2 += 48;
-            h = ot_table_test_home(key2, cap0);
-        } while ((h + cap0 - at) % cap0 < 8 || (at + cap0 - h) % cap0 < 256);
+        key2 = key_away_from(key2, cap0, at);
         if (!ot_table_insert(key2, nested_n)) return;
         nested_keys[nested_n++] = key2;
         nested_st1 = stats();
@@ -340,13 +363,7 @@ TEST(nested_late_insert_alone)
     EXPECT(nested_st1.closing_passes > nested_st0.closing_passes);
     EXPECT_EQ_U(nested_st1.reading_passes, nested_st0.reading_passes);
     EXPECT_EQ_U(nested_st1.alone_passes - nested_st0.alone_passes, nested_st1.closing_passes - nested_st0.closing_passes);
-    EXPECT(nested_calls >= 2); /* its first CAS failed: the slot had been closed */
-    uint64_t v = 0, bad = 0;
-    EXPECT(ot_table_lookup(nested_late_key, &v) && v == 4242);
-    for (uint64_t i = 0; i < nested_n; i++)
-        if (!ot_table_lookup(nested_keys[i], &v) || v != i) bad++;
-    EXPECT_EQ_U(bad, 0);
-    EXPECT_EQ_U(stats().live, nested_n + 1);
+    expect_late_insert_landed(nested_late_key, nested_keys, nested_n, nested_calls);
     ot_table_reset_for_test();
 }
 
@@ -834,11 +851,7 @@ TEST(late_insert_during_migration)
     const uint64_t chunks = (st0.capacity + 511) / 512, cap0 = st0.capacity, at = ot_table_test_home(late_key, cap0);
     uint64_t key = base + n * 48;
     for (;;) {
-        uint64_t h;
-        do {
-            key += 48;
-            h = ot_table_test_home(key, cap0);
-        } while ((h + cap0 - at) % cap0 < 8 || (at + cap0 - h) % cap0 < 256);
+        key = key_away_from(key, cap0, at);
         EXPECT(ot_table_insert(key, n));
         keys[n++] = key;
         st = stats();
@@ -859,13 +872,7 @@ TEST(late_insert_during_migration)
     pthread_join(th, NULL);
     ot_table_test_late_insert = NULL;
     EXPECT_EQ_U(__atomic_load_n(&late_result, __ATOMIC_ACQUIRE), 1);
-    EXPECT(late_calls >= 2); /* its first CAS failed: the slot had been closed */
-    uint64_t v = 0, bad = 0;
-    EXPECT(ot_table_lookup(late_key, &v) && v == 4242);
-    for (uint64_t i = 0; i < n; i++)
-        if (!ot_table_lookup(keys[i], &v) || v != i) bad++;
-    EXPECT_EQ_U(bad, 0);
-    EXPECT_EQ_U(stats().live, n + 1);
+    expect_late_insert_landed(late_key, keys, n, late_calls);
     ot_table_reset_for_test();
 }
 
