@@ -110,6 +110,7 @@ typedef struct {
      * migration was in flight), or only reading them. */
     uint64_t closing_passes, reading_passes;
     uint64_t alone_passes; /* of those, passes made alone: one thread, signals blocked, plain stores */
+    uint64_t mask_ns;      /* what blocking and restoring signals was measured to cost (0: not yet) */
 } ot_table_stats_t;
 void ot_table_stats(ot_table_stats_t *st);
 void ot_table_reset_for_test(void); /* unit tests only: drop everything */
@@ -120,6 +121,7 @@ extern void (*ot_table_test_late_insert)(uint64_t key);
 uint64_t ot_table_test_home(uint64_t key, uint64_t cap); /* where key's search starts in cap slots */
 void ot_table_test_root_map(void **addr, size_t *bytes);  /* the oldest table's mapping */
 extern int ot_table_test_never_alone; /* set: every migration pass takes the CAS way */
+extern uint64_t ot_table_test_mask_ns; /* set: what blocking signals costs, instead of measuring it */
 /* Called by a pass made alone between finding new[slot] EMPTY and its store there. */
 extern void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #endif

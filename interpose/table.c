@@ -69,6 +69,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -537,6 +538,7 @@ static bool migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed, bool 
 extern char __libc_single_threaded __attribute__((weak));
 #ifdef OT_TABLE_TEST_HOOKS
 int ot_table_test_never_alone;
+uint64_t ot_table_test_mask_ns;
 void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #define ALONE_STORE_HOOK(p, cap)                                                                   \
     do {                                                                                           \
@@ -553,16 +555,20 @@ static void alone_end(const uint64_t *saved)
     errno = e;
 }
 
-/* For a pass made alone: true with every signal blocked (the old mask in *saved) if the process
- * has one thread, else false with nothing changed. The flag is read again once signals are
- * blocked, in case a handler made a thread in between. The kernel's signal set is 64 bits here
- * (x86-64, arm64); a kernel that refuses the call leaves the pass to the CAS way. */
-static bool alone_begin(uint64_t *saved)
+static inline bool one_thread(void)
 {
 #ifdef OT_TABLE_TEST_HOOKS
     if (ot_table_test_never_alone) return false;
 #endif
-    if (!&__libc_single_threaded || !__atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED)) return false;
+    return &__libc_single_threaded && __atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED);
+}
+
+/* For a pass made alone, where one_thread() said yes: true with every signal blocked (the old mask
+ * in *saved), else false with nothing changed. The flag is read again once signals are blocked,
+ * in case a handler made a thread in between. The kernel's signal set is 64 bits here (x86-64,
+ * arm64); a kernel that refuses the call leaves the pass to the CAS way. */
+static bool alone_begin(uint64_t *saved)
+{
     uint64_t all = ~0ull;
     int e = errno;
     long r = syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, saved, sizeof all);
@@ -571,6 +577,37 @@ static bool alone_begin(uint64_t *saved)
     if (__atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED)) return true;
     alone_end(saved);
     return false;
+}
+
+/* What blocking and restoring every signal costs here, in ns: the fastest of three pairs, measured
+ * the first time a pass might be made alone (0: not yet). 480-680 on this project's machine; a
+ * sandbox that traps system calls (gVisor) can take microseconds, and there fewer passes are
+ * worth making alone. A kernel that refuses the call gets a cost no pass can pay. */
+static uint64_t g_mask_ns;
+#define ALONE_SAVES_NS 8 /* wall time a key moved alone saves (7-10 ns: live_10m's growth) */
+
+static uint64_t mask_ns(void)
+{
+#ifdef OT_TABLE_TEST_HOOKS
+    if (ot_table_test_mask_ns) return ot_table_test_mask_ns;
+#endif
+    uint64_t best = __atomic_load_n(&g_mask_ns, __ATOMIC_RELAXED);
+    if (OT_LIKELY(best != 0)) return best;
+    best = UINT64_MAX / 4;
+    int e = errno;
+    for (int i = 0; i < 3; i++) {
+        uint64_t all = ~0ull, old;
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all) != 0) break;
+        syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        uint64_t t = (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec)) + 1;
+        if (t < best) best = t;
+    }
+    errno = e;
+    __atomic_store_n(&g_mask_ns, best, __ATOMIC_RELAXED);
+    return best;
 }
 
 /* A whole slot by two plain stores: only for a pass made alone, where no one can see it half done. */
@@ -613,13 +650,15 @@ static bool migrate_chunk(gen_t *g, gen_t *n, uint64_t c)
 {
     uint64_t lo = c * CHUNK, hi = lo + CHUNK < g->cap ? lo + CHUNK : g->cap, placed = 0, mask;
     bool ok = true, close = !grace_passed(g);
-    /* Alone only where the pass writes enough slots to pay for its two system calls (660 ns here;
-     * a key moved alone saves 7-10 ns of wall time, live_10m's allocation phase): every slot when
-     * closing, else the keys, which the sizes tell, n being sized for the live count when the
-     * migration began at 51% of its slots: here at least a sixth of g's slots, 87 keys a chunk.
-     * A growth moves 400 a chunk; a shrink below 5% moves 25, and made alone it cost live_10m's
-     * free phase 20 ms more than the CAS way (29,000 chunks). */
-    bool alone = (close || n->cap * 3 >= g->cap) && alone_begin(&mask);
+    /* Alone only where the pass writes enough slots to pay for blocking signals (mask_ns): every
+     * slot when closing, else the keys, which the sizes tell, n being sized for the live count
+     * when the migration began, at FILL_PCT of its slots. At 660 ns that is a sixth of g's slots
+     * (87 keys a chunk): a growth moves about 400, a shrink below 5% about 25, and made alone such
+     * a shrink cost live_10m's free phase 20 ms more than the CAS way (29,000 chunks). */
+    /* The slots it writes, times 100 * g->cap to stay in integers. */
+    uint64_t writes100 = close ? CHUNK * 100 * g->cap : CHUNK * FILL_PCT * n->cap;
+    bool alone = one_thread() && (u128)writes100 * ALONE_SAVES_NS > (u128)mask_ns() * 100 * g->cap &&
+                 alone_begin(&mask);
     __atomic_fetch_add(close ? &g_closing_passes : &g_reading_passes, 1, __ATOMIC_RELAXED);
     if (alone) __atomic_fetch_add(&g_alone_passes, 1, __ATOMIC_RELAXED);
     for (uint64_t i = lo; i < hi; i++) {
@@ -1018,6 +1057,7 @@ void ot_table_stats(ot_table_stats_t *st)
     st->closing_passes = __atomic_load_n(&g_closing_passes, __ATOMIC_RELAXED);
     st->reading_passes = __atomic_load_n(&g_reading_passes, __ATOMIC_RELAXED);
     st->alone_passes = __atomic_load_n(&g_alone_passes, __ATOMIC_RELAXED);
+    st->mask_ns = __atomic_load_n(&g_mask_ns, __ATOMIC_RELAXED);
 }
 
 /* Unit tests only, with no other thread inside the table. Record chunks are kept (threads keep
