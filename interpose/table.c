@@ -548,7 +548,18 @@ void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #define ALONE_STORE_HOOK(p, cap) ((void)0)
 #endif
 
-static void alone_end(const uint64_t *saved)
+/* Every signal blocked, the old mask in *saved: false if the kernel refused. And back. errno kept.
+ * The kernel's signal set is 64 bits here (x86-64, arm64). */
+static bool mask_all(uint64_t *saved)
+{
+    uint64_t all = ~0ull;
+    int e = errno;
+    long r = syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, saved, sizeof all);
+    errno = e;
+    return r == 0;
+}
+
+static void mask_restore(const uint64_t *saved)
 {
     int e = errno;
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, saved, NULL, sizeof *saved);
@@ -565,17 +576,13 @@ static inline bool one_thread(void)
 
 /* For a pass made alone, where one_thread() said yes: true with every signal blocked (the old mask
  * in *saved), else false with nothing changed. The flag is read again once signals are blocked,
- * in case a handler made a thread in between. The kernel's signal set is 64 bits here (x86-64,
- * arm64); a kernel that refuses the call leaves the pass to the CAS way. */
+ * in case a handler made a thread in between. A kernel that refuses the call leaves the pass to
+ * the CAS way. */
 static bool alone_begin(uint64_t *saved)
 {
-    uint64_t all = ~0ull;
-    int e = errno;
-    long r = syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, saved, sizeof all);
-    errno = e;
-    if (r != 0) return false;
+    if (!mask_all(saved)) return false;
     if (__atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED)) return true;
-    alone_end(saved);
+    mask_restore(saved);
     return false;
 }
 
@@ -594,18 +601,16 @@ static uint64_t mask_ns(void)
     uint64_t best = __atomic_load_n(&g_mask_ns, __ATOMIC_RELAXED);
     if (OT_LIKELY(best != 0)) return best;
     best = UINT64_MAX / 4;
-    int e = errno;
     for (int i = 0; i < 3; i++) {
-        uint64_t all = ~0ull, old;
+        uint64_t old;
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
-        if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all) != 0) break;
-        syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
+        if (!mask_all(&old)) break;
+        mask_restore(&old);
         clock_gettime(CLOCK_MONOTONIC, &b);
         uint64_t t = (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec)) + 1;
         if (t < best) best = t;
     }
-    errno = e;
     __atomic_store_n(&g_mask_ns, best, __ATOMIC_RELAXED);
     return best;
 }
@@ -654,8 +659,8 @@ static bool migrate_chunk(gen_t *g, gen_t *n, uint64_t c)
      * slot when closing, else the keys, which the sizes tell, n being sized for the live count
      * when the migration began, at FILL_PCT of its slots. At 660 ns that is a sixth of g's slots
      * (87 keys a chunk): a growth moves about 400, a shrink below 5% about 25, and made alone such
-     * a shrink cost live_10m's free phase 20 ms more than the CAS way (29,000 chunks). */
-    /* The slots it writes, times 100 * g->cap to stay in integers. */
+     * a shrink cost live_10m's free phase 20 ms more than the CAS way (29,000 chunks). writes100
+     * is the slots written times 100 * g->cap, to stay in integers. */
     uint64_t writes100 = close ? CHUNK * 100 * g->cap : CHUNK * FILL_PCT * n->cap;
     bool alone = one_thread() && (u128)writes100 * ALONE_SAVES_NS > (u128)mask_ns() * 100 * g->cap &&
                  alone_begin(&mask);
@@ -671,7 +676,7 @@ static bool migrate_chunk(gen_t *g, gen_t *n, uint64_t c)
             break;
         }
     }
-    if (alone) alone_end(&mask);
+    if (alone) mask_restore(&mask);
     if (placed) __atomic_fetch_add(&n->used, placed, __ATOMIC_RELAXED);
     if (ok) chunk_done(g, c);
     return ok;

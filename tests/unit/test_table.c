@@ -253,6 +253,7 @@ TEST(alone_passes_match_cas_passes)
         alone_script(runs[r], at[r], &st[r], &bad[r]);
     }
     ot_table_test_never_alone = 0;
+    ot_table_test_mask_ns = 0;
     const ot_table_stats_t *a = at[1];
     uint64_t alone0 = st[0].alone_passes - before[0].alone_passes;
     uint64_t grow = passes_between(&before[1], &a[1]), grow_alone = a[1].alone_passes - before[1].alone_passes;
@@ -366,6 +367,7 @@ TEST(nested_late_insert_alone)
     EXPECT_EQ_U(nested_st1.reading_passes, nested_st0.reading_passes);
     EXPECT_EQ_U(nested_st1.alone_passes - nested_st0.alone_passes, nested_st1.closing_passes - nested_st0.closing_passes);
     expect_late_insert_landed(nested_late_key, nested_keys, nested_n, nested_calls);
+    ot_table_test_mask_ns = 0;
     ot_table_reset_for_test();
 }
 
@@ -419,6 +421,7 @@ TEST(signal_waits_for_alone_pass)
         if (!ot_table_lookup(base + 48 * i, &v) || v != i) bad++;
     EXPECT_EQ_U(bad, 0);
     EXPECT_EQ_U(stats().live, n + 1);
+    ot_table_test_mask_ns = 0;
     ot_table_reset_for_test();
 }
 
