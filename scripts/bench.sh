@@ -352,6 +352,17 @@ SKIPS=$RUN/skips.tsv
 : >"$CMDS"; : >"$SKIPS"
 uptime_before=$(uptime)
 t_start=$(date +%s)
+# What the whole machine did meanwhile (/proc/stat's first line) against what the suite itself
+# used (the CPU time of every process it waited for, bash's `times`): the load average counts the
+# suite's own runs, so only the difference says whether other work shared the machine.
+children_cpu_s() { # in this shell, not a subshell: a fork starts with no children's times
+    times >"$RUN/times.txt"
+    awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%.2f", s }' "$RUN/times.txt"
+}
+stat_before=$(head -1 /proc/stat 2>/dev/null)
+children_cpu_s >"$RUN/self_before.txt"
+self_before=$(cat "$RUN/self_before.txt")
+wall_before=$(date +%s.%N)
 for w in $ALL_WORKLOADS; do
     selected "$w" || continue
     if [ -n "${NOTE[$w]:-}" ]; then
@@ -444,6 +455,10 @@ if [ $icount_tool != none ]; then
 fi
 t_end=$(date +%s)
 uptime_after=$(uptime)
+stat_after=$(head -1 /proc/stat 2>/dev/null)
+children_cpu_s >"$RUN/self_after.txt"
+self_after=$(cat "$RUN/self_after.txt")
+wall_after=$(date +%s.%N)
 
 # ---------------------------------------------------------------- report
 META=$RUN/meta.txt
@@ -470,6 +485,13 @@ META=$RUN/meta.txt
     echo "icount_note=$icount_note"
     echo "uptime_before=$uptime_before"
     echo "uptime_after=$uptime_after"
+    echo "clk_tck=$(getconf CLK_TCK 2>/dev/null)"
+    echo "stat_before=$stat_before"
+    echo "stat_after=$stat_after"
+    echo "self_cpu_before=$self_before"
+    echo "self_cpu_after=$self_after"
+    echo "wall_before=$wall_before"
+    echo "wall_after=$wall_after"
     echo "elapsed_s=$((t_end - t_start))"
     echo "lib_sha256=$LIB_SUM"
     echo "git=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"

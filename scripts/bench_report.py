@@ -58,6 +58,31 @@ def read_meta(path):
     return meta
 
 
+# Other work that makes a run "busy": this many CPUs on average, used by processes other than the
+# suite's, or taken away by the hypervisor.
+OTHER_BUSY_CPUS = 0.2
+
+
+def other_work(meta):
+    """(CPUs other processes used on average, CPUs stolen by the hypervisor) over the run, from the
+    machine's /proc/stat totals less the CPU time of the suite's own processes; None where the
+    run did not record them."""
+    try:
+        before = [int(x) for x in meta["stat_before"].split()[1:]]
+        after = [int(x) for x in meta["stat_after"].split()[1:]]
+        tck = float(meta.get("clk_tck") or 100)
+        self_s = float(meta["self_cpu_after"]) - float(meta["self_cpu_before"])
+        wall = float(meta["wall_after"]) - float(meta["wall_before"])
+    except (KeyError, ValueError, IndexError):
+        return None
+    if len(before) < 8 or len(after) < 8 or wall <= 0:
+        return None
+    d = [a - b for a, b in zip(after, before)]
+    # user nice system idle iowait irq softirq steal (guest time is already in user)
+    busy_s = (d[0] + d[1] + d[2] + d[5] + d[6]) / tck
+    return max(0.0, busy_s - self_s) / wall, d[7] / tck / wall
+
+
 def fnum(s):
     try:
         return float(s)
@@ -209,7 +234,21 @@ def main():
         ncpu = int(meta.get("ncpu", "0"))
     except ValueError:
         ncpu = 0
-    if ncpu and any(x == x and x >= 0.5 * ncpu for x in loads):
+    other = other_work(meta)
+    if other is not None:
+        other_cpus, steal_cpus = other
+        busy = other_cpus >= OTHER_BUSY_CPUS or steal_cpus >= OTHER_BUSY_CPUS
+        what = (f"other processes used {other_cpus:.2f} of its {ncpu or '?'} CPUs on average and the "
+                f"hypervisor took {steal_cpus:.2f} CPUs away (steal time), from /proc/stat less the "
+                "suite's own CPU time")
+        if busy:
+            w_(f"- **The machine was busy with other work during this run** ({what}): wall times are "
+               "noisier than on an idle machine; the CPU-time ratios and the instruction counts are the "
+               "steadier figures.")
+        else:
+            w_(f"- Other work during the run: {what}. (The load average after the run counts the suite's "
+               "own last runs.)")
+    elif ncpu and any(x == x and x >= 0.5 * ncpu for x in loads):
         w_(f"- **The machine was busy with other work during this run** (1-minute load "
            f"{loads[0]:.2f} before, {loads[1]:.2f} after, on {ncpu} CPUs): wall times are noisier than on "
            "an idle machine; the CPU-time ratios and the instruction counts are the steadier figures.")

@@ -110,3 +110,29 @@ check bench_report_table_floor_wall_not_ruled_out grep -q -F 'heaptrack ÷ the i
 grep -v -P '\theaptrack\t' "$D/results.tsv" >"$D/noht.tsv"
 python3 "$GEN" --results "$D/noht.tsv" --meta "$D/meta.txt" --out "$D/noht.md" >"$D/gen.out" 2>&1
 check bench_report_table_floor_without_heaptrack bash -c '[ "$1" -eq 0 ] && grep -q "The floor row of live_10m" "$2" && ! grep -q "In this run it adds" "$2"' _ "$?" "$D/noht.md"
+
+# Whether other work shared the machine: /proc/stat's busy time less the suite's own CPU time, over
+# the wall time. The load average after a run counts the suite's own last runs, so a run with no
+# other work must not be called busy for it; one with a CPU's worth of other work must.
+# meta_with BEFORE_BUSY AFTER_BUSY SELF_S STEAL_AFTER: 10 s of wall time, 2 CPUs, 100 ticks/s.
+meta_with() {
+    cp "$D/meta.txt" "$D/m.txt"
+    printf 'ncpu=2\nuptime_before= 09:59:50 up 1:00,  0 user,  load average: 0.10, 0.20, 0.30\n' >>"$D/m.txt"
+    printf 'uptime_after= 10:00:00 up 1:00,  0 user,  load average: 1.00, 1.00, 1.00\n' >>"$D/m.txt"
+    printf 'clk_tck=100\nstat_before=cpu  %s 0 0 5000 0 0 0 0 0 0\nstat_after=cpu  %s 0 0 5000 0 0 0 %s 0 0\n' \
+        "$1" "$2" "$4" >>"$D/m.txt"
+    printf 'self_cpu_before=1.00\nself_cpu_after=%s\nwall_before=100.0\nwall_after=110.0\n' "$3" >>"$D/m.txt"
+}
+meta_with 1000 2000 11.00 0 # 10 s busy, all of it the suite's: no other work
+python3 "$GEN" --results "$D/results.tsv" --meta "$D/m.txt" --out "$D/idle.md" >"$D/gen.out" 2>&1
+check bench_report_own_load_not_busy bash -c '! grep -q "busy with other work" "$1" && grep -q -F "Other work during the run: other processes used 0.00 of its 2 CPUs on average and the hypervisor took 0.00 CPUs away" "$1"' _ "$D/idle.md"
+meta_with 1000 3000 11.00 0 # 20 s busy, 10 of them the suite's: one CPU of other work
+python3 "$GEN" --results "$D/results.tsv" --meta "$D/m.txt" --out "$D/busy.md" >"$D/gen.out" 2>&1
+check bench_report_other_work_busy grep -q -F "**The machine was busy with other work during this run** (other processes used 1.00 of its 2 CPUs" "$D/busy.md"
+meta_with 1000 2000 11.00 500 # no other process, but 5 s stolen by the hypervisor
+python3 "$GEN" --results "$D/results.tsv" --meta "$D/m.txt" --out "$D/steal.md" >"$D/gen.out" 2>&1
+check bench_report_steal_busy grep -q -F "busy with other work during this run** (other processes used 0.00 of its 2 CPUs on average and the hypervisor took 0.50 CPUs away" "$D/steal.md"
+# A run that did not record them (older raw data) is judged by its load average as before.
+grep -v -E '^(clk_tck|stat_|self_cpu|wall_)' "$D/m.txt" >"$D/m_old.txt"
+python3 "$GEN" --results "$D/results.tsv" --meta "$D/m_old.txt" --out "$D/old.md" >"$D/gen.out" 2>&1
+check bench_report_load_fallback grep -q -F "(1-minute load 0.10 before, 1.00 after, on 2 CPUs)" "$D/old.md"
