@@ -247,7 +247,9 @@ def main():
                "steadier figures.")
         else:
             w_(f"- Other work during the run: {what}. (The load average after the run counts the suite's "
-               "own last runs.)")
+               "own last runs.) Neither figure shows a host that runs this machine's CPUs slower for a "
+               "while (other guests' memory traffic, clock speed): the spread of each program's own runs "
+               "(the min–max columns) does.")
     elif ncpu and any(x == x and x >= 0.5 * ncpu for x in loads):
         w_(f"- **The machine was busy with other work during this run** (1-minute load "
            f"{loads[0]:.2f} before, {loads[1]:.2f} after, on {ncpu} CPUs): wall times are noisier than on "
