@@ -355,13 +355,13 @@ t_start=$(date +%s)
 # What the whole machine did meanwhile (/proc/stat's first line) against what the suite itself
 # used (the CPU time of every process it waited for, bash's `times`): the load average counts the
 # suite's own runs, so only the difference says whether other work shared the machine.
-children_cpu_s() { # in this shell, not a subshell: a fork starts with no children's times
+children_cpu_s() { # VAR: sets it. `times` runs in this shell: a subshell starts with no children's times
     times >"$RUN/times.txt"
-    awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%.2f", s }' "$RUN/times.txt"
+    printf -v "$1" '%s' "$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] }
+                                          printf "%.2f", s }' "$RUN/times.txt")"
 }
 stat_before=$(head -1 /proc/stat 2>/dev/null)
-children_cpu_s >"$RUN/self_before.txt"
-self_before=$(cat "$RUN/self_before.txt")
+children_cpu_s self_before
 wall_before=$(date +%s.%N)
 for w in $ALL_WORKLOADS; do
     selected "$w" || continue
@@ -456,8 +456,7 @@ fi
 t_end=$(date +%s)
 uptime_after=$(uptime)
 stat_after=$(head -1 /proc/stat 2>/dev/null)
-children_cpu_s >"$RUN/self_after.txt"
-self_after=$(cat "$RUN/self_after.txt")
+children_cpu_s self_after
 wall_after=$(date +%s.%N)
 
 # ---------------------------------------------------------------- report
