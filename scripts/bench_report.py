@@ -235,25 +235,25 @@ def main():
     except ValueError:
         ncpu = 0
     other = other_work(meta)
+    busy_why = None  # what says the machine was busy, if anything does
     if other is not None:
         other_cpus, steal_cpus = other
-        busy = other_cpus >= OTHER_BUSY_CPUS or steal_cpus >= OTHER_BUSY_CPUS
         what = (f"other processes used {other_cpus:.2f} of its {ncpu or '?'} CPUs on average and the "
                 f"hypervisor took {steal_cpus:.2f} CPUs away (steal time), from /proc/stat less the "
                 "suite's own CPU time")
-        if busy:
-            w_(f"- **The machine was busy with other work during this run** ({what}): wall times are "
-               "noisier than on an idle machine; the CPU-time ratios and the instruction counts are the "
-               "steadier figures.")
+        if other_cpus >= OTHER_BUSY_CPUS or steal_cpus >= OTHER_BUSY_CPUS:
+            busy_why = what
         else:
             w_(f"- Other work during the run: {what}. (The load average after the run counts the suite's "
                "own last runs.) Neither figure shows a host that runs this machine's CPUs slower for a "
                "while (other guests' memory traffic, clock speed): the spread of each program's own runs "
                "(the min–max columns) does.")
     elif ncpu and any(x == x and x >= 0.5 * ncpu for x in loads):
-        w_(f"- **The machine was busy with other work during this run** (1-minute load "
-           f"{loads[0]:.2f} before, {loads[1]:.2f} after, on {ncpu} CPUs): wall times are noisier than on "
-           "an idle machine; the CPU-time ratios and the instruction counts are the steadier figures.")
+        busy_why = f"1-minute load {loads[0]:.2f} before, {loads[1]:.2f} after, on {ncpu} CPUs"
+    if busy_why:
+        w_(f"- **The machine was busy with other work during this run** ({busy_why}): wall times are "
+           "noisier than on an idle machine; the CPU-time ratios and the instruction counts are the "
+           "steadier figures.")
     if meta.get("heaptrack_note"):
         w_(f"- {meta['heaptrack_note']}")
     w_("")
