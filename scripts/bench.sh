@@ -37,7 +37,7 @@ done
 [ -n "$reps" ] || reps=$([ $quick = 1 ] && echo 3 || echo 7)
 case $reps in ''|*[!0-9]*|0) echo "bench: --reps wants a positive number" >&2; exit 2 ;; esac
 
-ALL_WORKLOADS="small_churn thread_churn producer_consumer deep_large realloc_growth live_10m report_1m cc1 python3 np_loop cuda_path"
+ALL_WORKLOADS="small_churn thread_churn producer_consumer deep_large realloc_growth live_10m live_10m_mt report_1m cc1 python3 np_loop cuda_path"
 if [ -n "$only" ]; then
     for w in ${only//,/ }; do
         case " $ALL_WORKLOADS " in *" $w "*) ;; *) echo "bench: unknown workload $w (known: $ALL_WORKLOADS)" >&2; exit 2 ;; esac
@@ -232,6 +232,9 @@ PROG[producer_consumer]=$BB/producer_consumer; ARGS[producer_consumer]=$(q "4 20
 PROG[deep_large]=$BB/deep_large;               ARGS[deep_large]=$(q 200000 100000);        SINGLE[deep_large]=1
 PROG[realloc_growth]=$BB/realloc_growth;       ARGS[realloc_growth]=$(q 5000000 2000000);  SINGLE[realloc_growth]=1
 PROG[live_10m]=$BB/live_10m;                   ARGS[live_10m]=10000000;                     SINGLE[live_10m]=1
+# The same with one more thread that only sleeps: a process with threads, as every training job is,
+# where the table's migrations cannot be made alone (table.c) and take the CAS way.
+PROG[live_10m_mt]=$BB/live_10m;                ARGS[live_10m_mt]="10000000 1";              SINGLE[live_10m_mt]=1
 PROG[report_1m]=$BB/report_1m;                 ARGS[report_1m]="1000000 100000";            SINGLE[report_1m]=1
 PROG[cc1]=$CC1;                                ARGS[cc1]="-quiet -O2 $IN/big.c -o $RUN/big.s"; SINGLE[cc1]=1
 PROG[python3]=$PY;                             ARGS[python3]="$IN/alloc_heavy.py $(q 150 30)"; SINGLE[python3]=1
@@ -246,7 +249,8 @@ PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
 # live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5: with
 # heaptrack it has 5 variants, and each then runs once in each position).
-if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[report_1m]=2; elif [ "$reps" -gt 5 ]; then WREPS[live_10m]=5; fi
+if [ $quick = 1 ]; then WREPS[live_10m]=1; WREPS[live_10m_mt]=1; WREPS[report_1m]=2
+elif [ "$reps" -gt 5 ]; then WREPS[live_10m]=5; WREPS[live_10m_mt]=5; fi
 [ -z "$CC1" ] && NOTE[cc1]="skipped: gcc's cc1 not found (apt-get install gcc)"
 [ -n "$np_note" ] && NOTE[np_loop]=$np_note
 [ -n "$cuda_note" ] && NOTE[cuda_path]=$cuda_note

@@ -25,6 +25,7 @@ WORKLOAD_DESC = {
     "deep_large": "64 KiB..1 MiB blocks requested 28..32 frames deep (full stack each, by default)",
     "realloc_growth": "64 buffers growing by 1..64 B per realloc up to 8..16 KiB",
     "live_10m": "10 million 16..32 B blocks allocated, held, freed",
+    "live_10m_mt": "live_10m in a process with one more thread, which only sleeps (a training job has several)",
     "report_1m": "1 M live blocks over 100 000 call sites, then a failing 1 PiB malloc",
     "cc1": "Debian gcc-12 cc1 -O2 on a generated translation unit",
     "python3": "Debian python3 on an allocation-heavy script",
@@ -584,6 +585,8 @@ def main():
     mrow("live_10m", "blocks oomtrace counts as live (oomtrace_get_totals)", "tracked_live", lambda x: f"{x:,.0f}")
     mrow("live_10m", "allocation phase (s)", "alloc_s", fmt_s)
     mrow("live_10m", "free phase (s)", "free_s", fmt_s)
+    mrow("live_10m_mt", "allocation phase (s)", "alloc_s", fmt_s)
+    mrow("live_10m_mt", "free phase (s)", "free_s", fmt_s)
     mrow("report_1m", "time inside the failing malloc (ms)", "failing_malloc_ms", lambda x: f"{x:.2f}")
     mrow("report_1m", "allocation phase (s)", "alloc_s", fmt_s)
     mrow("np_loop", "the loop's own time, numpy's import left out (s)", "loop_s", fmt_s)

@@ -1,13 +1,17 @@
 /* Bench workload: many live allocations at once (10 million by default), for the tracker's memory
  * per live block. Allocates COUNT blocks of 16..32 bytes, holds them, prints the resident set at
- * that point (and oomtrace's live count when it is preloaded), then frees them all.
- * usage: live_10m [COUNT]. Prints @rss_hold_kib, phase times and a checksum. */
+ * that point (and oomtrace's live count when it is preloaded), then frees them all. With IDLE
+ * threads that only sleep, started first, the process is multi-threaded as a training job's is
+ * (data loaders, BLAS pools), though only the main thread allocates.
+ * usage: live_10m [COUNT [IDLE]]. Prints @rss_hold_kib, phase times and a checksum. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "oomtrace.h"
 
@@ -30,9 +34,24 @@ static long rss_kib(void)
     return kib;
 }
 
+static void *idle(void *arg)
+{
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     long count = argc > 1 ? atol(argv[1]) : 10000000;
+    long idle_threads = argc > 2 ? atol(argv[2]) : 0;
+    for (long t = 0; t < idle_threads; t++) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, idle, NULL) != 0) {
+            fprintf(stderr, "live_10m: pthread_create failed\n");
+            return 1;
+        }
+    }
     /* The pointer array comes from mmap so that it is the same memory with and without a tracker. */
     unsigned char **ptr = mmap(NULL, (size_t)count * sizeof *ptr, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
