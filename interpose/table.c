@@ -308,6 +308,17 @@ claimed:
     return true;
 }
 
+/* The calling thread's live delta changes by d. Only the owner writes it: one unlocked add, which
+ * a signal handler of the same thread can only run before or after. */
+static inline void live_add(int64_t d)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("addq %1, %0" : "+m"(*ts.live) : "r"(d) : "memory");
+#else
+    __atomic_fetch_add(ts.live, d, __ATOMIC_RELAXED);
+#endif
+}
+
 static int64_t live_sum(void)
 {
     int64_t s = 0;
@@ -951,7 +962,7 @@ int ot_table_insert_replace(uint64_t key, uint64_t val, uint64_t *old)
     op_t op;
     if (!op_enter(&op, OP_HELP | OP_CREATE)) return -1;
     int r = op.root ? insert_in(op.root, key, val, old) : -1;
-    if (r > 0) __atomic_fetch_add(ts.live, 1, __ATOMIC_RELAXED);
+    if (r > 0) live_add(1);
     op_exit(&op);
     return r;
 }
@@ -1003,7 +1014,7 @@ static bool change(uint64_t k, uint64_t *out, const uint64_t *nv)
         g = r == F_FWD ? follow(g, i) : ld_next(g);
     }
     if (ok && !nv) {
-        __atomic_fetch_sub(ts.live, 1, __ATOMIC_RELAXED);
+        live_add(-1);
         if (OT_UNLIKELY(++ts.removes >= SHRINK_EVERY)) shrink_check();
     }
     op_exit(&op);
