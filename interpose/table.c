@@ -25,8 +25,8 @@
  *   4. new[j]: (PEND(i), v) -> (k, v)                                 anyone who sees FWD may do it
  * Steps 2 and 4 swap the key alone: step 2 claims with the key (an EMPTY slot's value is 0) and
  * stores v right after, before step 3 publishes the move, and nobody changes a PEND slot's value.
- * Each saves half of what a 16-byte CAS costs (7 ns against 3 here): a process with threads moves
- * every key this way, 2.75 times per key while a table grows.
+ * Each saves half of what a 16-byte CAS costs (cas_key): a process with threads moves every key
+ * this way, 2.75 times per key while a table grows.
  * If 3 fails (the owner removed or updated k, or another helper won) the helper turns its own PEND
  * back into TOMB and retries. Step 4 is safe for late helpers because PEND is only ever written into
  * an EMPTY slot: PEND(i) at j can only be the winner's, so a stale helper cannot resurrect a key the
@@ -113,8 +113,9 @@ static inline bool cas16(slot_t *s, uint64_t ek, uint64_t ev, uint64_t nk, uint6
 {
     return __sync_bool_compare_and_swap((u128 *)s, pack(ek, ev), pack(nk, nv));
 }
-/* An 8-byte CAS of a slot's key alone, where its value cannot change meanwhile (a PEND slot's; an
- * EMPTY slot's, 0): half the cost of cas16 (7 ns against 3 here, uncontended, in cache). */
+/* An 8-byte CAS of a slot's key alone, where the value need not change with it and nobody else
+ * changes it meanwhile: a remove (the TOMB keeps the value), the claim of an EMPTY slot (value 0)
+ * and a PEND slot's step 4. Half the cost of cas16 (3 ns against 7 here, uncontended, in cache). */
 static inline bool cas_key(slot_t *s, uint64_t ek, uint64_t nk)
 {
     return __sync_bool_compare_and_swap(&s->key, ek, nk);
