@@ -505,6 +505,15 @@ def main():
            "workloads are, gives short or wrong stacks; oomtrace's come from the DWARF CFI.")
         w_("")
 
+    # ------------------------------------------------------------ workloads
+    w_("## Workloads")
+    w_("")
+    w_("| workload | what it does |")
+    w_("|---|---|")
+    for w in workloads:
+        w_(f"| {w} | {WORKLOAD_DESC[w]} |")
+    w_("")
+
     # ------------------------------------------------------------ wall time
     w_("## Wall time, CPU time and peak RSS")
     w_("")

@@ -79,6 +79,8 @@ check bench_report_all_floor_counted bash -c \
 l=$(target_line "$D/with.md" "… the same on the time each tool adds")
 check bench_report_added_time bash -c \
     '[[ "$1" == *"small_churn 6.0×"* && "$1" == *"live_10m 2.0×"* && "$1" == *"**missed** (1 of 2)"* ]]' _ "$l"
+# Each workload of the run is named with what it does (from the report's own list).
+check bench_report_workloads bash -c 'grep -q -F "| live_10m | 10 million 16..32 B blocks allocated, held, freed |" "$1" && grep -q -F "| small_churn | malloc-saturated single thread" "$1"' _ "$D/with.md"
 check bench_report_icount_table grep -q -F '| small_churn | floor: ideal exact record | 1,000 | 189000 | 328000 | 139 | 1.39× |' "$D/with.md"
 
 check bench_report_table_floor grep -q -F 'In this run it adds 4.0× less than heaptrack (medians): the floor does not rule the target out' "$D/with.md"
