@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
 # Runs every test of the project: unit tests (plain, ASan, TSan builds) and end-to-end scripts.
 # Each prints PASS/FAIL/SKIP lines; this script counts them and ends with "N passed, N failed".
+# A test that runs past OT_TEST_TIMEOUT seconds (900) is stopped and counted as failed: a lock-free
+# structure that livelocks hangs rather than fails, and CI should say which test did.
 set -u
 cd "$(dirname "$0")/.."
 B=${OT_BUILD:-build}
+limit=${OT_TEST_TIMEOUT:-900}
+case $limit in '' | *[!0-9]* | 0) echo "tests/run.sh: OT_TEST_TIMEOUT wants a whole number of seconds above 0, not '$limit'" >&2; exit 2 ;; esac
 passed=0 failed=0 skipped=0
 log=$(mktemp)
 run_one() {
     local label=$1; shift
-    local out rc
-    out=$("$@" 2>&1); rc=$?
+    local out rc t0=$SECONDS
+    out=$(timeout --kill-after=10 "$limit" "$@" 2>&1); rc=$?
     printf '%s\n' "$out" | sed "s|^|[$label] |" >>"$log"
     local p f s
     p=$(printf '%s\n' "$out" | grep -c '^PASS ')
     f=$(printf '%s\n' "$out" | grep -c '^FAIL ')
     s=$(printf '%s\n' "$out" | grep -c '^SKIP ')
     printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s|^|  [$label] |"
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    if [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ $((SECONDS - t0)) -ge "$limit" ]; }; then
+        echo "  [$label] did not finish within $limit s (OT_TEST_TIMEOUT); its last lines:"
+        printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
+        f=$((f + 1))
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "  [$label] exited with status $rc without a FAIL line:"
         printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
         f=1
