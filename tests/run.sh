@@ -20,14 +20,16 @@ run_one() {
     f=$(printf '%s\n' "$out" | grep -c '^FAIL ')
     s=$(printf '%s\n' "$out" | grep -c '^SKIP ')
     printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s|^|  [$label] |"
+    local why=""
     if [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ $((SECONDS - t0)) -ge "$limit" ]; }; then
-        echo "  [$label] did not finish within $limit s (OT_TEST_TIMEOUT); its last lines:"
+        why="did not finish within $limit s (OT_TEST_TIMEOUT); its last lines:"
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        why="exited with status $rc without a FAIL line:"
+    fi
+    if [ -n "$why" ]; then
+        echo "  [$label] $why"
         printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
         f=$((f + 1))
-    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "  [$label] exited with status $rc without a FAIL line:"
-        printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
-        f=1
     fi
     if [ $((p + f + s)) -eq 0 ]; then
         echo "  [$label] printed no test result"; f=1
