@@ -237,7 +237,8 @@ static uint64_t passes_between(const ot_table_stats_t *a, const ot_table_stats_t
 
 /* A pass made alone must leave the very table a pass the CAS way leaves: the same operations both
  * ways give the same keys in the same slots at every walk, and the same capacity and counts. The
- * growths are made alone; the shrink below 5% (a few keys a chunk) the CAS way. */
+ * growths are made alone, and so is the shrink below 5% (a few keys a chunk, too few to pay for
+ * blocking signals one chunk at a time): its passes take several chunks at once. */
 TEST(alone_passes_match_cas_passes)
 {
     if (!single_threaded()) SKIP("the process has more than one thread (sanitizer runtime): no pass is made alone");
@@ -268,7 +269,7 @@ TEST(alone_passes_match_cas_passes)
     EXPECT(grow > 0);
     EXPECT_EQ_U(grow_alone, grow);
     EXPECT(fall > 0);
-    EXPECT_EQ_U(fall_alone, 0);
+    EXPECT(fall_alone > 0);
     EXPECT_EQ_U(st[0].capacity, st[1].capacity);
     EXPECT_EQ_U(st[0].live, st[1].live);
     EXPECT_EQ_U(st[0].live, 42); /* the keys i <= 30 kept: 11 of the first range, 31 of the second */
@@ -426,13 +427,14 @@ TEST(signal_waits_for_alone_pass)
 }
 
 /* Whether a pass is made alone follows what blocking signals costs: at this machine's 660 ns a
- * growth's passes are alone, at 10 µs (a sandbox that traps system calls) none is. The cost is
- * measured once, and printed. */
+ * growth's passes are alone, at 100 µs (a sandbox that traps system calls, at its slowest) none is,
+ * even of eight chunks (3,200 keys moved alone save some 26 µs). The cost is measured once, and
+ * printed. */
 TEST(signal_mask_cost_decides_alone)
 {
     if (!single_threaded()) SKIP("the process has more than one thread (sanitizer runtime): no pass is made alone");
     uint64_t alone[2], passes[2];
-    const uint64_t costs[2] = {660, 10000};
+    const uint64_t costs[2] = {660, 100000};
     for (int r = 0; r < 2; r++) {
         ot_table_reset_for_test();
         ot_table_test_mask_ns = costs[r];
@@ -446,7 +448,7 @@ TEST(signal_mask_cost_decides_alone)
     ot_table_reset_for_test();
     for (uint64_t i = 0; i < 30000; i++) EXPECT(ot_table_insert(0x7f3a00000000ull + i * 48, i)); /* measures it */
     ot_table_stats_t m = stats();
-    printf("  growth to 30,000 keys: %lu of %lu passes alone at 660 ns, %lu of %lu at 10 us; measured here: %lu ns\n",
+    printf("  growth to 30,000 keys: %lu of %lu passes alone at 660 ns, %lu of %lu at 100 us; measured here: %lu ns\n",
            (unsigned long)alone[0], (unsigned long)passes[0], (unsigned long)alone[1], (unsigned long)passes[1],
            (unsigned long)m.mask_ns);
     EXPECT(passes[0] > 0);
