@@ -37,7 +37,9 @@ done
 [ -n "$reps" ] || reps=$([ $quick = 1 ] && echo 3 || echo 7)
 case $reps in ''|*[!0-9]*|0) echo "bench: --reps wants a positive number" >&2; exit 2 ;; esac
 
-ALL_WORKLOADS="small_churn thread_churn producer_consumer deep_large realloc_growth live_10m live_10m_mt report_1m cc1 python3 np_loop cuda_path"
+# One list of workloads, bench_report.py's (the page's rows and their descriptions).
+ALL_WORKLOADS=$(python3 "$(dirname "$0")/bench_report.py" --workloads 2>/dev/null)
+[ -n "$ALL_WORKLOADS" ] || { echo "bench: python3 runs the suite's report and is not installed (sudo apt-get install python3)" >&2; exit 2; }
 if [ -n "$only" ]; then
     for w in ${only//,/ }; do
         case " $ALL_WORKLOADS " in *" $w "*) ;; *) echo "bench: unknown workload $w (known: $ALL_WORKLOADS)" >&2; exit 2 ;; esac

@@ -81,6 +81,11 @@ check bench_report_added_time bash -c \
     '[[ "$1" == *"small_churn 6.0×"* && "$1" == *"live_10m 2.0×"* && "$1" == *"**missed** (1 of 2)"* ]]' _ "$l"
 # Each workload of the run is named with what it does (from the report's own list).
 check bench_report_workloads bash -c 'grep -q -F "| live_10m | 10 million 16..32 B blocks allocated, held, freed |" "$1" && grep -q -F "| small_churn | malloc-saturated single thread" "$1"' _ "$D/with.md"
+# bench.sh runs the workloads the report lists (--workloads), and has a command for each of them:
+# the same names both ways, so no workload runs without a row on the page.
+python3 "$GEN" --workloads | tr ' ' '\n' | sort >"$D/listed.txt"
+sed -n 's/^PROG\[\([a-z0-9_]*\)\]=.*/\1/p' "$OT_ROOT/scripts/bench.sh" | sort >"$D/commands.txt"
+check bench_report_workload_list bash -c '[ "$(wc -l <"$1")" -ge 12 ] && diff "$1" "$2"' _ "$D/listed.txt" "$D/commands.txt"
 check bench_report_icount_table grep -q -F '| small_churn | floor: ideal exact record | 1,000 | 189000 | 328000 | 139 | 1.39× |' "$D/with.md"
 
 check bench_report_table_floor grep -q -F 'In this run it adds 4.0× less than heaptrack (medians): the floor does not rule the target out' "$D/with.md"
