@@ -81,3 +81,11 @@ MIN_NOTED=1000 verify threads 1000 "$OT_BUILD/targets/thr_totals"
 MIN_NOTED=1000 verify deep_random 100000 "$OT_BUILD/targets/deep_random" 20000
 VERIFY_OPTS=stack_depth=5 MIN_NOTED=1000 verify deep_random_depth5 100000 "$OT_BUILD/targets/deep_random" 20000
 verify dlclose_loop 1000 "$OT_BUILD/targets/dlc_loop" "$OT_BUILD/targets/libdlca.so" "$OT_BUILD/targets/libdlcb.so" 200
+# Start-up: the warm-up in ot_stack_init walks only its own frames with the CFI walker. Past them
+# lie the loader's start-up frames, which the walker hands to unw_backtrace, whose first call maps
+# and fills a 16,384-frame trace cache: a third of what oomtrace added to every process's start.
+# A program that allocates nothing (/bin/true) therefore makes no fallback at all.
+d=$(newdir startup)
+LD_PRELOAD=$V OOMTRACE_OPTIONS=report=none:log=none /bin/true 2>"$d/err.txt"
+falls=$(awk '/^oomtrace-verify: [0-9]* stacks compared/ {print $7}' "$d/err.txt")
+check unwind_verify_startup_no_fallback bash -c '[ "$1" = 0 ]' _ "${falls:-missing}"
