@@ -7,7 +7,7 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wundef 
 CFLAGS ?= -O2 -g
 BASE_CFLAGS := -std=gnu11 $(WARN) -fPIC -Iinclude -Iinterpose -D_GNU_SOURCE -mcx16
 LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden -fno-omit-frame-pointer -ftls-model=initial-exec
-LIBS := -lunwind -ldl -lpthread -lm
+LIBS := -lunwind -ldl -lpthread
 
 LIB_SRCS := $(sort $(wildcard interpose/*.c))
 # The shim: files that define interposed symbols. Everything else is the core, linked into unit tests.
@@ -58,6 +58,9 @@ $(B)/oomtrace: launcher/oomtrace.c include/oomtrace.h interpose/internal.h | $(B
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/*.h interpose/*.h include/*.h $(B)/libcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(TEST_DEFS) $< $(TEST_SRCS) -o $@ $(B)/libcore.a $(LIBS)
+
+# test_mathx compares mathx.c with libm, which the library itself does not link.
+$(B)/tests/unit/test_mathx: LIBS += -lm
 
 # test_table parks an insert inside table.c's late-insert window: it links its own build of
 # table.c with that hook (the library's has none); the archive's table.o is then not pulled in.

@@ -15,7 +15,6 @@
  * read-modify-writes on the shared table. A free of a block that another thread allocated checks
  * the table, then the nursery that the owner hint names, then every nursery. */
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -89,7 +88,7 @@ static uint64_t rng_next(uint64_t *s)
 static int64_t next_sample_gap(thread_counters_t *c)
 {
     double u = (double)((rng_next(&c->rng) >> 11) + 1) / 9007199254740993.0;
-    double gap = -log(u) * (double)ot_opt.sample_bytes;
+    double gap = -ot_log(u) * (double)ot_opt.sample_bytes;
     if (gap < 1) gap = 1;
     if (gap > 1e15) gap = 1e15;
     return (int64_t)gap;
@@ -200,10 +199,8 @@ OT_NOINLINE void ot_live_level_flush(int cls, int64_t delta)
  * it, 1 - exp(-size/T), so that per-site sums are unbiased estimates. */
 static uint64_t sample_weight(uint64_t size)
 {
-    int e = errno; /* whatever libm may do with it, the program's errno stays */
     double t = (double)ot_opt.sample_bytes;
-    double p = -expm1(-(double)size / t);
-    errno = e;
+    double p = -ot_expm1(-(double)size / t);
     if (p <= 0) return size;
     double w = (double)size / p;
     return w > 1.8e19 ? UINT64_MAX : (uint64_t)w;
