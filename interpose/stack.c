@@ -278,19 +278,21 @@ uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag
 }
 #endif
 
-/* The CFI walker takes only the warm-up's own frames (depth + 1 of them): past ot_init it would
- * reach the loader's start-up frames, which it does not model, and hand the capture to
- * unw_backtrace, whose first call on a thread maps and fills a 16,384-frame trace cache: 78 of
- * the 260 page faults of `/bin/true` under oomtrace, and 0.21 of the 0.66 ms oomtrace added to it.
- * A thread that needs that fallback creates its cache the first time it does, inside a hook, as
- * every thread but this one always has. The exact walk goes all the way: it initialises
- * libunwind's unw_step path (tdep_init, the register-state cache) without that cache. */
+/* Both walks take only the warm-up's own frames (depth + 1 of them). Past ot_init lie the
+ * loader's start-up frames: the CFI walker does not model them and hands the capture to
+ * unw_backtrace, whose first call on a thread maps and fills a 16,384-frame trace cache (78 of the
+ * 260 page faults of `/bin/true` under oomtrace, and 0.21 of the 0.66 ms oomtrace added to it),
+ * and the exact walk steps through them with two to four sigprocmask calls a step (45 system
+ * calls, 0.05 ms). A few steps initialise libunwind's unw_step path (tdep_init, its memory
+ * validation, the register-state cache) as well as all of them; the frames of the program's own
+ * allocations were never among these anyway. A thread that needs unw_backtrace creates its cache
+ * the first time it does, inside a hook, as every thread but this one always has. */
 static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth, unsigned frames)
 {
     uintptr_t ips[OT_MAX_FRAMES];
     unsigned n;
     if (depth) n = stack_warm_leaf(depth - 1, frames);
-    else n = ot_stack_capture(ips, frames, 0) + ot_stack_capture_exact(ips, OT_MAX_FRAMES, 0);
+    else n = ot_stack_capture(ips, frames, 0) + ot_stack_capture_exact(ips, frames, 0);
     __asm__ volatile("" ::: "memory");
     return n;
 }
