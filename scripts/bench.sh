@@ -248,6 +248,12 @@ ENVS[python3]=PYTHONHASHSEED=0
 NP_SIZE=131072
 PROG[np_loop]=$PY;                             ARGS[np_loop]="tests/bench/np_loop.py $(q 40000 10000) $NP_SIZE"; SINGLE[np_loop]=1
 PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000000 200000) 1048576"; SINGLE[cuda_path]=1
+# Process start-up: a CI suite runs many short processes, each of which loads the preload and
+# runs its start-up. The children inherit the variant's preload from the environment (the
+# launcher's, LSan's); heaptrack traces only the process it starts, so its row starts each child
+# under its own heaptrack.
+STARTUP_N=$(q 40 20)
+PROG[startup]=$BB/spawn;                       ARGS[startup]="$STARTUP_N /bin/true";        SINGLE[startup]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
 # live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5: with
 # heaptrack it has 5 variants, and each then runs once in each position).
@@ -269,7 +275,7 @@ EXTRA_VARIANTS[small_churn]="forwarder ideal ideal_stacks"
 EXTRA_VARIANTS[live_10m]="ideal_table"
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
-    for w in producer_consumer deep_large realloc_growth; do EXTRA_VARIANTS[$w]="lsan"; done
+    for w in producer_consumer deep_large realloc_growth startup; do EXTRA_VARIANTS[$w]="lsan"; done
 fi
 variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 # A floor variant's preload (tests/bench/ref).
@@ -289,7 +295,9 @@ command_for() { # workload variant -> prints the command line
         none) echo "$pinpfx$env${PROG[$w]} ${ARGS[$w]}" ;;
         default) echo "$pinpfx$env$SNAP/oomtrace $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         all) echo "$pinpfx$env$SNAP/oomtrace --stacks=all $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
-        heaptrack) echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}" ;;
+        heaptrack)
+            if [ "$w" = startup ]; then echo "${env}${PROG[$w]} $STARTUP_N heaptrack -o $RUN/heaptrack.$w /bin/true"
+            else echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}"; fi ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
         forwarder | ideal | ideal_stacks | ideal_table)
             echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/$(ref_lib "$v") ${PROG[$w]} ${ARGS[$w]}" ;;
