@@ -31,6 +31,16 @@ if [ -z "$R" ]; then fail rlimit_report_written "no JSON in $LAST"; else
     else skip rlimit_addr2line_resolves_frame "addr2line not installed"; fi
 fi
 
+# The report's command line comes from the arguments glibc hands the library's constructor (not
+# from /proc/self/cmdline, 12 us of every start): the same text, an empty argument and one with a
+# space included, and a long one cut at the field's 1023 bytes.
+d=$(newdir cmdline_from_argv)
+long=$(printf 'x%.0s' $(seq 1100))
+run_preloaded "$d" "$T" rlimit "" "two words" "$long"
+R=$(first_report "$d")
+want="$T rlimit  two words $long"
+check report_cmdline_is_argv [ "$(json_get "$R" 'r["process"]["cmdline"]')" = "${want:0:1023}" ]
+
 same_output calloc_overflow_same calloc_overflow
 R=$(first_report "$LAST")
 check calloc_overflow_reported [ -n "$R" ]
