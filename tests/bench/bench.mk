@@ -5,7 +5,7 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 # report_1m relies on 16 look-alike functions keeping distinct addresses: no identical-code folding.
 BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -fno-ipa-icf
 
-$(B)/bench/%: tests/bench/%.c include/oomtrace.h | $(B)/.deps
+$(B)/bench/%: tests/bench/%.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lpthread -ldl
 

@@ -9,17 +9,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "now.h"
+
 #define LIVE 64
 
 typedef int (*malloc_fn)(void **, size_t);
 typedef int (*free_fn)(void *);
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {

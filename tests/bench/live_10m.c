@@ -14,13 +14,7 @@
 #include <unistd.h>
 
 #include "oomtrace.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "now.h"
 
 static long rss_kib(void)
 {

@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "now.h"
+
 #define LEVELS 5
 
 typedef void (*level_fn)(unsigned level, unsigned site, unsigned n);
@@ -40,13 +42,6 @@ static volatile uint64_t sink;
 LEVEL_FN(0) LEVEL_FN(1) LEVEL_FN(2) LEVEL_FN(3) LEVEL_FN(4) LEVEL_FN(5) LEVEL_FN(6) LEVEL_FN(7)
 LEVEL_FN(8) LEVEL_FN(9) LEVEL_FN(10) LEVEL_FN(11) LEVEL_FN(12) LEVEL_FN(13) LEVEL_FN(14) LEVEL_FN(15)
 static const level_fn table[16] = {f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {

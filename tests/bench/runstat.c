@@ -19,12 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "now.h"
 
 /* Writes one byte per page of `mib` MiB of fresh anonymous memory, then unmaps it. In huge pages
  * where THP allows: one fault per 2 MiB instead of 512, and 1.5 GiB took 0.15-0.25 s here instead
