@@ -65,10 +65,10 @@ int ot_strncmp(const char *a, const char *b, size_t n);
 size_t ot_strlcpy(char *dst, const char *src, size_t cap);
 const char *ot_strstr(const char *h, const char *n);
 void ot_memset(void *p, int c, size_t n);
+void ot_memcpy(void *d, const void *s, size_t n);
 /* mathx.c: ln x and e^y - 1 without libm (the sampler's). */
 double ot_log(double x);
 double ot_expm1(double y);
-void ot_memcpy(void *d, const void *s, size_t n);
 /* Parse an unsigned integer with optional K/M/G/T (binary) suffix. Returns false on bad syntax. */
 bool ot_parse_size(const char *s, size_t n, uint64_t *out);
 /* Reads a whole small file (e.g. /proc/...) into buf with raw syscalls. Returns bytes or -1. */

@@ -66,11 +66,11 @@ double ot_expm1(double y)
     if (y != y) return y;
     if (y > -0.5 && y < 0.5) return expm1_small(y);
     if (y < -40) return -1.0; /* e^-40 < 2^-57: -1 to the last place */
-    if (y > 709.78) return __builtin_inf();
+    if (y > 709.782712893383973096) return __builtin_inf(); /* ln DBL_MAX */
     /* e^y = 2^k e^r, r = y - k ln 2, |r| <= 0.35 */
     int k = (int)(y / (LN2_HI + LN2_LO) + (y < 0 ? -0.5 : 0.5)); /* rounded; no libm round() */
     double r = (y - k * LN2_HI) - k * LN2_LO;
     double er = 1.0 + expm1_small(r);
-    if (k > 1023) return er * 0x1p1023 * 2.0 - 1.0; /* k == 1024: y in (709.43, 709.78] */
+    if (k > 1023) return er * 0x1p1023 * 2.0 - 1.0; /* k == 1024: y above 709.43 */
     return er * from_bits((uint64_t)(k + 1023) << 52) - 1.0;
 }
