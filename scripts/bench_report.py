@@ -30,9 +30,9 @@ WORKLOAD_DESC = {
     "cc1": "Debian gcc-12 cc1 -O2 on a generated translation unit",
     "python3": "Debian python3 on an allocation-heavy script",
     "np_loop": "Debian python3 + numpy: a training step's host side, four 128 KiB arrays per iteration",
-    "startup": "process start-up, as a CI suite pays it per process: /bin/true started 40 times in a row, "
-               "each under the variant's preload (heaptrack: each under its own heaptrack); wall ÷ 40 is "
-               "one start",
+    "startup": "process start-up, as a CI suite pays it per process: /bin/true started 40 times in a row "
+               "(20 with --quick), each under the variant's preload (heaptrack: each under its own "
+               "heaptrack); the wall time divided by that count is one start",
     "cuda_path": "cudaMalloc+cudaFree pairs through the CUDA runtime/driver test doubles",
 }
 ORDER = list(WORKLOAD_DESC)
