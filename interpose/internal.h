@@ -17,6 +17,18 @@
 #define OT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define OT_NOINLINE __attribute__((noinline))
 
+/* An add to a counter only its own thread writes: one unlocked instruction on x86-64, which a
+ * signal handler of the same thread can only run before or after, never in the middle of (the
+ * call-site owner's counters, sites_fast.h; the table's live delta, table.c). */
+static inline void ot_own_add(void *v, uint64_t d)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)v) : "r"(d) : "memory");
+#else
+    __atomic_fetch_add((uint64_t *)v, d, __ATOMIC_RELAXED);
+#endif
+}
+
 /* Allocation kinds, as stored in the live table (4 bits). */
 typedef enum {
     OT_KIND_HOST = 0,    /* malloc family */

@@ -57,26 +57,19 @@ static inline __attribute__((always_inline)) void ot_site_raise_peak(ot_site_t *
     }
 }
 
-/* The owner's adds: one unlocked instruction each, which a signal handler on the same thread can
- * only run before or after, never in the middle of (sites.c explains the ownership). */
+/* The owner's fetch-and-add: one unlocked instruction, which a signal handler on the same thread
+ * can only run before or after, never in the middle of (sites.c explains the ownership); its plain
+ * adds are ot_own_add (internal.h). */
 #if defined(__x86_64__)
 static inline int64_t ot_site_own_xadd(_Atomic int64_t *v, int64_t d)
 {
     __asm__ volatile("xaddq %0, %1" : "+r"(d), "+m"(*(int64_t *)(void *)v) : : "memory");
     return d;
 }
-static inline void ot_site_own_add(void *v, uint64_t d)
-{
-    __asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)v) : "r"(d) : "memory");
-}
 #else
 static inline int64_t ot_site_own_xadd(_Atomic int64_t *v, int64_t d)
 {
     return atomic_fetch_add_explicit(v, d, memory_order_relaxed);
-}
-static inline void ot_site_own_add(void *v, uint64_t d)
-{
-    atomic_fetch_add_explicit((_Atomic uint64_t *)v, d, memory_order_relaxed);
 }
 #endif
 
@@ -85,9 +78,9 @@ static inline __attribute__((always_inline)) void ot_site_owner_add(ot_site_t *s
                                                                      uint64_t tc)
 {
     int64_t now = ot_site_own_xadd(&s->own.live_bytes, lb) + lb;
-    if (lc) ot_site_own_add(&s->own.live_count, (uint64_t)lc);
-    if (tb) ot_site_own_add(&s->own.total_bytes, tb);
-    if (tc) ot_site_own_add(&s->own.total_count, tc);
+    if (lc) ot_own_add(&s->own.live_count, (uint64_t)lc);
+    if (tb) ot_own_add(&s->own.total_bytes, tb);
+    if (tc) ot_own_add(&s->own.total_count, tc);
     if (lb > 0) ot_site_raise_peak(s, now + atomic_load_explicit(&s->shared.live_bytes, memory_order_relaxed));
 }
 

@@ -318,16 +318,8 @@ claimed:
     return true;
 }
 
-/* The calling thread's live delta changes by d. Only the owner writes it: one unlocked add, which
- * a signal handler of the same thread can only run before or after. */
-static inline void live_add(int64_t d)
-{
-#if defined(__x86_64__)
-    __asm__ volatile("addq %1, %0" : "+m"(*ts.live) : "r"(d) : "memory");
-#else
-    __atomic_fetch_add(ts.live, d, __ATOMIC_RELAXED);
-#endif
-}
+/* The calling thread's live delta changes by d. Only the owner writes it (ot_own_add). */
+static inline void live_add(int64_t d) { ot_own_add(ts.live, (uint64_t)d); }
 
 static int64_t live_sum(void)
 {
