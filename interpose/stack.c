@@ -278,7 +278,7 @@ uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag
 }
 #endif
 
-/* Both walks take only the warm-up's own frames (depth + 1 of them). Past ot_init lie the
+/* Both walks take only the warm-up's own frames (WARM_DEPTH + 1 of them). Past ot_init lie the
  * loader's start-up frames: the CFI walker does not model them and hands the capture to
  * unw_backtrace, whose first call on a thread maps and fills a 16,384-frame trace cache (78 of the
  * 260 page faults of `/bin/true` under oomtrace, and 0.21 of the 0.66 ms oomtrace added to it),
@@ -287,12 +287,13 @@ uint32_t ot_stack_noted_at(unsigned max, const ot_origin_t *origin, uint32_t tag
  * validation, the register-state cache) as well as all of them; the frames of the program's own
  * allocations were never among these anyway. A thread that needs unw_backtrace creates its cache
  * the first time it does, inside a hook, as every thread but this one always has. */
-static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth, unsigned frames)
+#define WARM_DEPTH 3
+static OT_NOINLINE unsigned stack_warm_leaf(unsigned depth)
 {
     uintptr_t ips[OT_MAX_FRAMES];
     unsigned n;
-    if (depth) n = stack_warm_leaf(depth - 1, frames);
-    else n = ot_stack_capture(ips, frames, 0) + ot_stack_capture_exact(ips, frames, 0);
+    if (depth) n = stack_warm_leaf(depth - 1);
+    else n = ot_stack_capture(ips, WARM_DEPTH + 1, 0) + ot_stack_capture_exact(ips, WARM_DEPTH + 1, 0);
     __asm__ volatile("" ::: "memory");
     return n;
 }
@@ -308,7 +309,7 @@ void ot_stack_init(void)
     /* First unwinds initialise libunwind (tdep_init, page size ...) and the CFI walker here,
      * outside any hook. */
     ot_unwind_init();
-    (void)stack_warm_leaf(3, 4);
+    (void)stack_warm_leaf(WARM_DEPTH);
     done = 1;
 }
 
