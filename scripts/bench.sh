@@ -252,8 +252,8 @@ PROG[cuda_path]=$BB/cuda_path;                 ARGS[cuda_path]="$CUDART $(q 1000
 # runs its start-up. The children inherit the variant's preload from the environment (the
 # launcher's, LSan's); heaptrack traces only the process it starts, so its row starts each child
 # under its own heaptrack.
-STARTUP_N=$(q 40 20)
-PROG[startup]=$BB/spawn;                       ARGS[startup]="$STARTUP_N /bin/true";        SINGLE[startup]=1
+STARTUP_N=$(q 40 20) STARTUP_CMD=/bin/true
+PROG[startup]=$BB/spawn;                       ARGS[startup]="$STARTUP_N $STARTUP_CMD";     SINGLE[startup]=1
 for w in $ALL_WORKLOADS; do WREPS[$w]=$reps; done
 # live_10m is the longest workload and its memory figure hardly varies: fewer repetitions (5: with
 # heaptrack it has 5 variants, and each then runs once in each position).
@@ -296,7 +296,7 @@ command_for() { # workload variant -> prints the command line
         default) echo "$pinpfx$env$SNAP/oomtrace $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         all) echo "$pinpfx$env$SNAP/oomtrace --stacks=all $otopts-- ${PROG[$w]} ${ARGS[$w]}" ;;
         heaptrack)
-            if [ "$w" = startup ]; then echo "${env}${PROG[$w]} $STARTUP_N heaptrack -o $RUN/heaptrack.$w /bin/true"
+            if [ "$w" = startup ]; then echo "${env}${PROG[$w]} $STARTUP_N heaptrack -o $RUN/heaptrack.$w $STARTUP_CMD"
             else echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}"; fi ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
         forwarder | ideal | ideal_stacks | ideal_table)
