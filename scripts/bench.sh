@@ -268,10 +268,11 @@ VARIANTS=(none default all)
 [ $use_ht = 1 ] && VARIANTS+=(heaptrack)
 # Floors (tests/bench/ref), lower bounds, not trackers. For the default target on small_churn: a
 # preload that only forwards, and one that keeps the least an exact per-block record needs; for the
-# stacks=all target there, the least an exact stack for every allocation adds to that record. For the
-# heaptrack target on live_10m: the least an exact table of 10 million live blocks costs.
+# stacks=all target there, the least an exact stack for every allocation adds to that record, and
+# that with the checks the brief asks of every tracker (safe). For the heaptrack target on live_10m:
+# the least an exact table of 10 million live blocks costs.
 declare -A EXTRA_VARIANTS
-EXTRA_VARIANTS[small_churn]="forwarder ideal ideal_stacks"
+EXTRA_VARIANTS[small_churn]="forwarder ideal ideal_stacks ideal_stacks_safe"
 EXTRA_VARIANTS[live_10m]="ideal_table"
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
@@ -281,7 +282,7 @@ variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 # A floor variant's preload (tests/bench/ref).
 ref_lib() {
     case $1 in forwarder) echo forwarder.so ;; ideal) echo ideal_record.so ;; ideal_stacks) echo ideal_stacks.so ;;
-        ideal_table) echo ideal_table.so ;; esac
+        ideal_stacks_safe) echo ideal_stacks_safe.so ;; ideal_table) echo ideal_table.so ;; esac
 }
 
 # The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
@@ -299,7 +300,7 @@ command_for() { # workload variant -> prints the command line
             if [ "$w" = startup ]; then echo "${env}${PROG[$w]} $STARTUP_N heaptrack -o $RUN/heaptrack.$w $STARTUP_CMD"
             else echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}"; fi ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
-        forwarder | ideal | ideal_stacks | ideal_table)
+        forwarder | ideal | ideal_stacks | ideal_stacks_safe | ideal_table)
             echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/$(ref_lib "$v") ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }
@@ -410,7 +411,7 @@ count_instructions() { # variant program args... -> prints the instruction count
     case $v in
         default) env+=(LD_PRELOAD="$LIB") ;;
         all) env+=(LD_PRELOAD="$LIB" OOMTRACE_OPTIONS=stacks=all) ;;
-        forwarder | ideal | ideal_stacks) env+=(LD_PRELOAD="$ROOT/$BB/ref/$(ref_lib $v)") ;;
+        forwarder | ideal | ideal_stacks | ideal_stacks_safe) env+=(LD_PRELOAD="$ROOT/$BB/ref/$(ref_lib $v)") ;;
     esac
     if [ $icount_tool = perf ]; then
         "${env[@]}" perf stat -x, -e instructions:u -o "$tmp" "$@" >/dev/null 2>&1
@@ -433,7 +434,7 @@ if [ $icount_tool != none ]; then
         [ $w = np_loop ] && prog=$PY pre="tests/bench/np_loop.py " post=" $NP_SIZE"
         # small_churn's floors too: counted, their ratios do not move with the machine's load.
         vs="none default all"
-        [ $w = small_churn ] && vs+=" forwarder ideal ideal_stacks"
+        [ $w = small_churn ] && vs+=" forwarder ideal ideal_stacks ideal_stacks_safe"
         say "$w: instruction counts ($icount_tool) at $n and $((2 * n)) operations"
         for v in $vs; do
             if [ $w = producer_consumer ]; then a1="2 $n"; a2="2 $((2 * n))"; ops=$((2 * n)); else a1=$pre$n$post; a2=$pre$((2 * n))$post; ops=$n; fi

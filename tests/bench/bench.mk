@@ -21,7 +21,9 @@ $(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl $(REF_LDLIBS)
 
-# The stack floor walks with libunwind, as oomtrace does where its own walker cannot.
-$(B)/bench/ref/ideal_stacks.so: REF_LDLIBS := -lunwind
+# The stack floors walk with libunwind, as oomtrace does where its own walker cannot; the safe one
+# is the other built with IDEAL_SAFE.
+$(B)/bench/ref/ideal_stacks.so $(B)/bench/ref/ideal_stacks_safe.so: REF_LDLIBS := -lunwind
+$(B)/bench/ref/ideal_stacks_safe.so: tests/bench/ref/ideal_stacks.c
 
 bench-bins: $(REF_LIBS)
