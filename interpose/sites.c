@@ -33,7 +33,10 @@ static inline void counts_read(counts_t *c, sum_t *sum)
 
 typedef ot_site_t site_t; /* sites_fast.h: the owner's counting is inlined where blocks are recorded */
 
-_Atomic(site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS];
+/* Chunk 0 is static: ids below OT_SITE_CHUNK_SITES, the first sites a process makes (most programs'
+ * hot ones), are found by the allocation and free paths without the chunk table (sites_fast.h). */
+site_t ot_site_chunk0[OT_SITE_CHUNK_SITES];
+_Atomic(site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS] = {ot_site_chunk0};
 typedef struct {
     _Atomic(_Atomic uint32_t *) slots;
     _Atomic uint32_t used;
@@ -555,7 +558,8 @@ void ot_sites_reset_for_test(void)
         if (idx) ot_munmap((void *)idx, sizeof(uint32_t) << level_bits(l));
         atomic_store(&levels[l].used, 0);
     }
-    for (unsigned c = 0; c < OT_SITE_MAX_CHUNKS; c++) {
+    ot_memset(ot_site_chunk0, 0, sizeof ot_site_chunk0);
+    for (unsigned c = 1; c < OT_SITE_MAX_CHUNKS; c++) {
         site_t *chunk = atomic_exchange(&ot_site_chunks[c], NULL);
         if (chunk) ot_munmap(chunk, sizeof(site_t) * OT_SITE_CHUNK_SITES);
     }

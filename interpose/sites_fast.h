@@ -35,12 +35,15 @@ typedef struct {
 #define OT_SITE_CHUNK_SITES (1u << OT_SITE_CHUNK_SHIFT)
 #define OT_SITE_MAX_CHUNKS ((OT_MAX_SITES + 1) / OT_SITE_CHUNK_SITES + 1)
 extern _Atomic(ot_site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS];
+/* ot_site_chunks[0], static. Hidden here too: the compiler then adds its address without the GOT. */
+extern ot_site_t ot_site_chunk0[OT_SITE_CHUNK_SITES] __attribute__((visibility("hidden")));
 extern _Atomic uint32_t ot_site_n_pends; /* threads that ever counted at sites */
 extern OT_TLS int ot_site_owner;        /* 0: not asked yet, 1: this thread owns them, 2: another does */
 
 /* The site of an id whose chunk exists (the allocation and free paths): no call, no creation. */
 static inline __attribute__((always_inline)) ot_site_t *ot_site_of(uint32_t id)
 {
+    if (OT_LIKELY(id < OT_SITE_CHUNK_SITES)) return &ot_site_chunk0[id];
     uint32_t c = id >> OT_SITE_CHUNK_SHIFT;
     ot_site_t *chunk = OT_LIKELY(c < OT_SITE_MAX_CHUNKS) ? atomic_load_explicit(&ot_site_chunks[c], memory_order_acquire)
                                                          : NULL;
