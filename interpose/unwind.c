@@ -653,6 +653,7 @@ void ot_unwind_attach(void *mem, size_t bytes)
             w->buf[b].n = 0;
             w->buf[b].note_key = 0;
         }
+        w->last = &w->buf[0];
         w->busy = 0;
     }
     ot_walk_cache = w;

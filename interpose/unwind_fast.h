@@ -19,7 +19,7 @@ typedef struct {
     uintptr_t bprel;  /* bit 0: this frame's rbp may matter (a CFA based on it, its rule not known, or
                        * passed on to the caller); bit 1: stepped with a CFA from rsp and rbp passed on */
 } wframe_t;
-typedef struct {
+typedef struct wbuf_s {
     uint32_t n;        /* frames remembered */
     uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
     uint32_t cut;      /* it stopped at a depth limit instead: that max | skip << 16 (0: it did not) */
@@ -55,6 +55,7 @@ typedef struct ot_walk {
      * (+ 1; 0: none): the guess that ot_unwind_noted_others asks first, which a loop over a few
      * stacks in turn makes right every time. A guess, always checked. */
     uint8_t succ[WALK_BUFS];
+    struct wbuf_s *last; /* &buf[order[0]], for the allocation path's first question */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
@@ -130,6 +131,7 @@ static inline void ot_walk_to_front(walk_t *w, unsigned r)
     w->succ[w->order[0]] = (uint8_t)(b + 1);
     for (; r > 0; r--) w->order[r] = w->order[r - 1];
     w->order[0] = b;
+    w->last = &w->buf[b];
 }
 
 /* Remembered walk m was found to be this very stack, with its note: the note, and *depth for max. */
@@ -153,7 +155,7 @@ static inline __attribute__((always_inline)) uint32_t ot_unwind_noted_inline(uin
     if (!w || w->busy || !tag) return 0;
     w->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    const wbuf_t *m = &w->buf[w->order[0]];
+    const wbuf_t *m = w->last;
     uint32_t site = 0;
     if (m->note_key == note_key(m->gen, tag) &&
         is_stack(m, ip, sp, bp, __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE), max, 0))
