@@ -171,7 +171,7 @@ unsigned ot_stack_capture_exact(uintptr_t *ips, unsigned max, unsigned skip);
 typedef struct {
     uintptr_t ip, sp, bp;
 } ot_origin_t;
-static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(void *frame)
+static inline __attribute__((always_inline)) ot_origin_t ot_origin_of(const void *frame)
 {
     const uintptr_t *f = (const uintptr_t *)frame;
     return (ot_origin_t){f[1], (uintptr_t)(f + 2), f[0]};

@@ -533,9 +533,10 @@ void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t 
     record_body(origin, key, size, OT_KIND_HOST, -1, false);
 }
 
-OT_NOINLINE void ot_live_record_host_unnoted(const ot_origin_t *origin, uint64_t key, uint64_t size)
+OT_NOINLINE void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size)
 {
-    record_body(origin, key, size, OT_KIND_HOST, -1, true);
+    ot_origin_t origin = ot_origin_of(frame);
+    record_body(&origin, key, size, OT_KIND_HOST, -1, true);
 }
 
 /* A site's counts for a block of weight w that stops being live: by the owner thread inline

@@ -249,21 +249,22 @@ static inline uint32_t ot_live_noted_others(const ot_origin_t *origin, uint32_t 
  * there already), wherever it goes; and one whose stack is not the noted one, walked without asking
  * the walker that again. */
 void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site);
-void ot_live_record_host_unnoted(const ot_origin_t *origin, uint64_t key, uint64_t size);
+void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size);
 
 /* A host malloc under stacks=all. In the common case the stack is the thread's last walk with its
  * call site noted: the site is counted (inline by its owner thread, sites_fast.h) and the block
  * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Any
  * other stack goes to ot_live_record_host_unnoted. Returns false, having changed nothing, for a
  * thread without a nursery or a huge block: the caller then calls ot_live_record. */
-static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const ot_origin_t *origin, uint64_t key,
+static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const void *frame, uint64_t key,
                                                                           uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
     if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL)) return false;
-    uint32_t site = ot_live_noted(origin, ot_note_tag(OT_KIND_HOST, -1));
+    const ot_origin_t origin = ot_origin_of(frame);
+    uint32_t site = ot_live_noted(&origin, ot_note_tag(OT_KIND_HOST, -1));
     if (OT_UNLIKELY(site == 0)) {
-        ot_live_record_host_unnoted(origin, key, size);
+        ot_live_record_host_unnoted(frame, key, size);
         return true;
     }
     if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
@@ -288,22 +289,31 @@ void ot_live_account_site_free(thread_counters_t *c, uint64_t val);
  * call site, of another kind or huge. */
 static inline __attribute__((always_inline)) void account_taken(thread_counters_t *c, uint64_t key, uint64_t val)
 {
+    /* The low 44 bits (size and kind) below OT_SIZE_BIG: a host block, not huge (OT_KIND_HOST is 0). */
+    _Static_assert(OT_KIND_HOST == 0, "host records have kind bits 0");
     if (OT_LIKELY(val < OT_SIZE_BIG)) {
         count_free(c, OT_KIND_HOST, val);
-    } else if (ot_opt.stacks == OT_STACKS_ALL && ot_unpack_kind(val) == OT_KIND_HOST &&
-               ot_unpack_size(val) != OT_SIZE_BIG) {
+    } else if (ot_opt.stacks == OT_STACKS_ALL && (val & ((1ull << (OT_SIZE_BITS + 4)) - 1)) < OT_SIZE_BIG) {
         ot_live_account_site_free(c, val);
     } else {
         ot_live_account_free(c, key, val);
     }
 }
 
-/* Takes a block's record out of this thread's nursery: false, having changed nothing, when it is
- * not there (the caller then calls ot_live_take or ot_live_forget_host). */
-static inline __attribute__((always_inline)) bool ot_live_take_host_fast(uint64_t key, uint64_t *val)
+/* Takes a block's record out of this thread's nursery, *cp being this thread's counters: false,
+ * having changed nothing, when it is not there (the caller then calls ot_live_take or
+ * ot_live_forget_host). */
+static inline __attribute__((always_inline)) bool take_host_fast_on(uint64_t key, uint64_t *val, thread_counters_t **cp)
 {
     thread_counters_t *c = ot_my_counters;
+    *cp = c; /* read once: not again after the take's release store */
     return OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL) && nursery_get(c->nursery, key, val, true);
+}
+
+static inline __attribute__((always_inline)) bool ot_live_take_host_fast(uint64_t key, uint64_t *val)
+{
+    thread_counters_t *c;
+    return take_host_fast_on(key, val, &c);
 }
 
 /* A host free of a block recorded in this thread's nursery: true once it is forgotten. False,
@@ -311,8 +321,9 @@ static inline __attribute__((always_inline)) bool ot_live_take_host_fast(uint64_
 static inline __attribute__((always_inline)) bool ot_live_forget_host_fast(uint64_t key)
 {
     uint64_t val;
-    if (OT_UNLIKELY(!ot_live_take_host_fast(key, &val))) return false;
-    account_taken(ot_my_counters, key, val);
+    thread_counters_t *c;
+    if (OT_UNLIKELY(!take_host_fast_on(key, &val, &c))) return false;
+    account_taken(c, key, val);
     return true;
 }
 
