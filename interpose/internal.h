@@ -12,6 +12,10 @@
 #define OT_VERSION "0.1.0"
 
 #define OT_EXPORT __attribute__((visibility("default")))
+/* On the library's own data declared in headers: -fvisibility=hidden hides the definitions, but a
+ * plain extern declaration makes the compiler reach the data through the GOT (a load, or a lea the
+ * linker relaxes it to, before the access itself), once per use on the hot paths. */
+#define OT_HIDDEN __attribute__((visibility("hidden")))
 #define OT_TLS __thread __attribute__((tls_model("initial-exec")))
 #define OT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define OT_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -132,13 +136,13 @@ void ot_table_reset_for_test(void); /* unit tests only: drop everything */
 #ifdef OT_TABLE_TEST_HOOKS
 /* test_table's own build of table.c only: called by an insert between its last look for a newer
  * table and its CAS into the slot it found (the late-insert window of the migration protocol). */
-extern void (*ot_table_test_late_insert)(uint64_t key);
+extern OT_HIDDEN void (*ot_table_test_late_insert)(uint64_t key);
 uint64_t ot_table_test_home(uint64_t key, uint64_t cap); /* where key's search starts in cap slots */
 void ot_table_test_root_map(void **addr, size_t *bytes);  /* the oldest table's mapping */
-extern int ot_table_test_never_alone; /* set: every migration pass takes the CAS way */
-extern uint64_t ot_table_test_mask_ns; /* set: what blocking signals costs, instead of measuring it */
+extern OT_HIDDEN int ot_table_test_never_alone; /* set: every migration pass takes the CAS way */
+extern OT_HIDDEN uint64_t ot_table_test_mask_ns; /* set: what blocking signals costs, instead of measuring it */
 /* Called by a pass made alone between finding new[slot] EMPTY and its store there. */
-extern void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
+extern OT_HIDDEN void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #endif
 
 /* Value packing (live.c): size 40 bits, kind 4 bits, site 20 bits. Sizes >= 2^40 go to a side
@@ -324,7 +328,7 @@ typedef struct {
     bool cuda;                 /* intercept CUDA */
     bool verbose;
 } ot_options_t;
-extern ot_options_t ot_opt;
+extern OT_HIDDEN ot_options_t ot_opt;
 void ot_options_defaults(ot_options_t *o);
 /* Parses "k=v:k=v". Errors are written as one line each to err (prefix "oomtrace: "). Returns the
  * number of errors; on error the bad key keeps its default. */
@@ -440,7 +444,7 @@ typedef struct {
     unsigned reports_written;
     unsigned failures_seen;
 } ot_state_t;
-extern ot_state_t ot_state;
+extern OT_HIDDEN ot_state_t ot_state;
 void ot_init(void);          /* idempotent */
 bool ot_ready(void);
 /* Per-thread recursion guard: hooks called while it is held go straight to the real functions. */

@@ -61,7 +61,7 @@ typedef struct nursery {
 /* Beyond that, it looks first in the nursery that last recorded a block of the same 256-byte
  * granule: owner hints, one 16-bit nursery id per hash of the granule. */
 #define HINT_BITS 16
-extern _Atomic uint16_t ot_owner_hint[1u << HINT_BITS];
+extern OT_HIDDEN _Atomic uint16_t ot_owner_hint[1u << HINT_BITS];
 static inline unsigned hint_index(uint64_t k)
 {
     return (unsigned)(((k >> 8) * 0x9e3779b97f4a7c15ull) >> (64 - HINT_BITS));
@@ -80,7 +80,7 @@ static inline void hint_note(uint64_t key, uint32_t nid)
 #define PEAK_GRANULE (256 * 1024)
 
 extern OT_TLS thread_counters_t *ot_my_counters;
-extern _Atomic uint32_t ot_n_nurseries;
+extern OT_HIDDEN _Atomic uint32_t ot_n_nurseries;
 void ot_live_level_flush(int cls, int64_t delta);
 
 static inline unsigned nursery_set(uint64_t k)

@@ -34,10 +34,9 @@ typedef struct {
 #define OT_SITE_CHUNK_SHIFT 10
 #define OT_SITE_CHUNK_SITES (1u << OT_SITE_CHUNK_SHIFT)
 #define OT_SITE_MAX_CHUNKS ((OT_MAX_SITES + 1) / OT_SITE_CHUNK_SITES + 1)
-extern _Atomic(ot_site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS];
-/* ot_site_chunks[0], static. Hidden here too: the compiler then adds its address without the GOT. */
-extern ot_site_t ot_site_chunk0[OT_SITE_CHUNK_SITES] __attribute__((visibility("hidden")));
-extern _Atomic uint32_t ot_site_n_pends; /* threads that ever counted at sites */
+extern OT_HIDDEN _Atomic(ot_site_t *) ot_site_chunks[OT_SITE_MAX_CHUNKS];
+extern OT_HIDDEN ot_site_t ot_site_chunk0[OT_SITE_CHUNK_SITES]; /* ot_site_chunks[0], static */
+extern OT_HIDDEN _Atomic uint32_t ot_site_n_pends; /* threads that ever counted at sites */
 extern OT_TLS int ot_site_owner;        /* 0: not asked yet, 1: this thread owns them, 2: another does */
 
 /* The site of an id whose chunk exists (the allocation and free paths): no call, no creation. */

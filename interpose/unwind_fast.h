@@ -69,7 +69,7 @@ _Static_assert(sizeof(walk_t) + 2 * sizeof(wbuf_t) <= OT_UNWIND_CACHE_MIN_BYTES,
 extern OT_TLS walk_t *ot_walk_cache;
 /* Bumped by ot_unwind_flush (after dlclose): a remembered walk from before describes frames whose
  * code may be gone, and other code may now sit at the same addresses with other rules. */
-extern uint32_t ot_code_gen;
+extern OT_HIDDEN uint32_t ot_code_gen;
 
 /* The first of walk m's checks from check c on that does not hold against the stack (the end
  * marker, &m->chk[m->nchk], if all do). A check's slot is read only once the checks before it
