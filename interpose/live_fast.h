@@ -247,7 +247,8 @@ static inline uint32_t ot_live_noted_others(const ot_origin_t *origin, uint32_t 
 
 /* The out-of-line rests of ot_live_record_all_fast: a host block whose call site is known (counted
  * there already), wherever it goes; and one whose stack is not the noted one, walked without asking
- * the walker that again. */
+ * the walker that again, from the origin read off the hook's own frame (frame: its
+ * __builtin_frame_address(0), ot_origin_of). */
 void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site);
 void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size);
 

@@ -19,7 +19,7 @@ typedef struct {
     uintptr_t bprel;  /* bit 0: this frame's rbp may matter (a CFA based on it, its rule not known, or
                        * passed on to the caller); bit 1: stepped with a CFA from rsp and rbp passed on */
 } wframe_t;
-typedef struct wbuf_s {
+typedef struct {
     uint32_t n;        /* frames remembered */
     uint32_t complete; /* the walk ended there (outermost frame or a zero return address) */
     uint32_t cut;      /* it stopped at a depth limit instead: that max | skip << 16 (0: it did not) */
@@ -55,7 +55,7 @@ typedef struct ot_walk {
      * (+ 1; 0: none): the guess that ot_unwind_noted_others asks first, which a loop over a few
      * stacks in turn makes right every time. A guess, always checked. */
     uint8_t succ[WALK_BUFS];
-    struct wbuf_s *last; /* &buf[order[0]], for the allocation path's first question */
+    wbuf_t *last; /* &buf[order[0]] (set with it, under busy), for the allocation path's first question */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
