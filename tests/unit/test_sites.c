@@ -126,6 +126,38 @@ TEST(many_sites_top_is_sorted)
     }
 }
 
+/* Sites below OT_SITE_CHUNK_SITES live in a static chunk that the counting paths reach without the
+ * chunk table (sites_fast.h), readers through it: each site's figures, on both sides of that line,
+ * are its own. */
+TEST(figures_on_both_sides_of_the_static_chunk)
+{
+    ot_sites_reset_for_test();
+    enum { N = 2 * 1024 + 5 };
+    static uint32_t id[N];
+    uint32_t most = 0;
+    for (unsigned i = 0; i < N; i++) {
+        uintptr_t st[2] = {0x700000u + i, 0x800000};
+        id[i] = ot_sites_intern(st, 2, OT_KIND_HOST, -1);
+        ASSERT(id[i] != 0);
+        most = id[i] > most ? id[i] : most;
+        ot_sites_on_alloc(id[i], 100 + i, false);
+        ot_sites_on_alloc(id[i], 100 + i, false);
+        ot_sites_on_free(id[i], 100 + i);
+    }
+    EXPECT(most > 1024);
+    for (unsigned i = 0; i < N; i++) {
+        ot_site_info_t si;
+        ASSERT(ot_sites_get(id[i], &si));
+        if (si.live_bytes != 100 + i || si.live_count != 1 || si.total_count != 2 || si.peak_bytes != 2 * (100 + i)) {
+            EXPECT_EQ_U(si.live_bytes, 100 + i);
+            EXPECT_EQ_U(si.live_count, 1);
+            EXPECT_EQ_U(si.total_count, 2);
+            EXPECT_EQ_U(si.peak_bytes, 2 * (100 + i));
+            return;
+        }
+    }
+}
+
 #define THREADS 4
 #define STACKS 2000
 static _Atomic uint32_t seen[THREADS][STACKS];
@@ -432,5 +464,6 @@ TEST(owner_counts_with_others_and_signals)
     EXPECT_EQ_U(model_mismatches(), 0);
 }
 
-TEST_MAIN(dedup_and_kinds, prefetch_then_intern_agrees, statistics_and_top, many_sites_top_is_sorted, concurrent_interning_agrees,
+TEST_MAIN(dedup_and_kinds, prefetch_then_intern_agrees, statistics_and_top, many_sites_top_is_sorted,
+          figures_on_both_sides_of_the_static_chunk, concurrent_interning_agrees,
           pending_counts_exact, pending_counts_with_signals, owner_counts_with_others_and_signals)
