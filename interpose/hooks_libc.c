@@ -130,7 +130,8 @@ static inline __attribute__((always_inline)) void record(void *p, size_t n)
      * fast path. */
     if (OT_LIKELY(ot_opt.stacks == OT_STACKS_SAMPLED) && OT_LIKELY(ot_live_record_host_fast((uintptr_t)p, n)))
         return;
-    if (ot_opt.stacks == OT_STACKS_ALL && OT_LIKELY(ot_live_record_all_fast(__builtin_frame_address(0), (uintptr_t)p, n)))
+    if (ot_opt.stacks == OT_STACKS_ALL &&
+        OT_LIKELY(ot_live_record_all_fast(__builtin_frame_address(0), (uintptr_t)p, n)))
         return;
     OT_CALL_WITH_ORIGIN(ot_live_record_host_from, (uintptr_t)p, n);
 }

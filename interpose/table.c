@@ -614,7 +614,7 @@ static inline bool one_thread(void)
 static bool alone_begin(uint64_t *saved)
 {
     if (!mask_all(saved)) return false;
-    if (__atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED)) return true;
+    if (libc_one_thread()) return true;
     mask_restore(saved);
     return false;
 }
