@@ -270,10 +270,12 @@ VARIANTS=(none default all)
 # preload that only forwards, and one that keeps the least an exact per-block record needs; for the
 # stacks=all target there, the least an exact stack for every allocation adds to that record, and
 # that with the checks the brief asks of every tracker (safe). For the heaptrack target on live_10m:
-# the least an exact table of 10 million live blocks costs.
+# the least an exact table of 10 million live blocks costs, and on live_10m and live_10m_mt that
+# table shared by threads with a stack for every block and the same checks (live_safe).
 declare -A EXTRA_VARIANTS
 EXTRA_VARIANTS[small_churn]="forwarder ideal ideal_stacks ideal_stacks_safe"
-EXTRA_VARIANTS[live_10m]="ideal_table"
+EXTRA_VARIANTS[live_10m]="ideal_table ideal_live_safe"
+EXTRA_VARIANTS[live_10m_mt]="ideal_live_safe"
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
     for w in producer_consumer deep_large realloc_growth startup; do EXTRA_VARIANTS[$w]="lsan"; done
@@ -282,7 +284,8 @@ variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 # A floor variant's preload (tests/bench/ref).
 ref_lib() {
     case $1 in forwarder) echo forwarder.so ;; ideal) echo ideal_record.so ;; ideal_stacks) echo ideal_stacks.so ;;
-        ideal_stacks_safe) echo ideal_stacks_safe.so ;; ideal_table) echo ideal_table.so ;; esac
+        ideal_stacks_safe) echo ideal_stacks_safe.so ;; ideal_table) echo ideal_table.so ;;
+        ideal_live_safe) echo ideal_live_safe.so ;; esac
 }
 
 # The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
@@ -300,7 +303,7 @@ command_for() { # workload variant -> prints the command line
             if [ "$w" = startup ]; then echo "${env}${PROG[$w]} $STARTUP_N heaptrack -o $RUN/heaptrack.$w $STARTUP_CMD"
             else echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}"; fi ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
-        forwarder | ideal | ideal_stacks | ideal_stacks_safe | ideal_table)
+        forwarder | ideal | ideal_stacks | ideal_stacks_safe | ideal_table | ideal_live_safe)
             echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/$(ref_lib "$v") ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }

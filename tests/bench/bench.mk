@@ -17,13 +17,15 @@ bench-bins: $(BENCH_BINS)
 REF_SRCS := $(sort $(wildcard tests/bench/ref/*.c))
 REF_LIBS := $(REF_SRCS:tests/bench/ref/%.c=$(B)/bench/ref/%.so)
 
-$(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h
+$(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h tests/bench/ref/ideal_table.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl $(REF_LDLIBS)
 
-# The stack floors walk with libunwind, as oomtrace does where its own walker cannot; the safe one
-# is the other built with IDEAL_SAFE.
-$(B)/bench/ref/ideal_stacks.so $(B)/bench/ref/ideal_stacks_safe.so: REF_LDLIBS := -lunwind
-$(B)/bench/ref/ideal_stacks_safe.so: tests/bench/ref/ideal_stacks.c
+# The stack floors walk with libunwind, as oomtrace does where its own walker cannot; the safe ones
+# are the other built with IDEAL_SAFE (and IDEAL_TABLE). ideal_table_shared is ideal_table built
+# with IDEAL_SHARED.
+$(B)/bench/ref/ideal_stacks.so $(B)/bench/ref/ideal_stacks_safe.so $(B)/bench/ref/ideal_live_safe.so: REF_LDLIBS := -lunwind
+$(B)/bench/ref/ideal_stacks_safe.so $(B)/bench/ref/ideal_live_safe.so: tests/bench/ref/ideal_stacks.c
+$(B)/bench/ref/ideal_table_shared.so: tests/bench/ref/ideal_table.c
 
 bench-bins: $(REF_LIBS)

@@ -12,13 +12,23 @@
  * signal safety, no dlclose, a full set silently overwrites a record, realloc/calloc not wrapped.
  *
  * Built with IDEAL_SAFE (ideal_stacks_safe.c), it adds the checks that the brief asks of any
- * tracker on this path, each the cheapest way, and nothing else of oomtrace's (SAFE below). */
+ * tracker on this path, each the cheapest way, and nothing else of oomtrace's (SAFE below).
+ * Built with IDEAL_TABLE as well (ideal_live_safe.c), blocks are recorded in ideal_table.h's table
+ * as threads share it (size and site in the slot) instead of the per-thread array: the floor of the
+ * same for a program whose blocks stay live (live_10m, live_10m_mt). */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "next.h"
+#ifndef IDEAL_TABLE
+#define IDEAL_TABLE 0
+#endif
+#if IDEAL_TABLE
+#define IDEAL_SHARED 1
+#include "ideal_table.h"
+#endif
 
 void *malloc(size_t n);
 void free(void *p);
@@ -27,9 +37,11 @@ void free(void *p);
 #define MAXF 64
 #define SITES (1u << 16)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
+#if !IDEAL_TABLE
 static TLS struct {
     uint64_t key, val; /* val: size | site << 40 */
 } nursery[SETS][2];
+#endif
 static TLS uint64_t allocated_bytes, allocated_count, freed_bytes, freed_count;
 
 /* The remembered stack: frame 1 (the caller) by (ip, sp), frames 2.. by their return-address slots. */
@@ -88,10 +100,12 @@ static inline site_t *site_of(unsigned id)
 #define COUNTS_OK() 1
 #endif
 
+#if !IDEAL_TABLE
 static inline unsigned set_of(uint64_t k)
 {
     return (unsigned)(((k >> 4) ^ (k >> 14) ^ (k >> 27)) & (SETS - 1));
 }
+#endif
 
 /* Walks from malloc's caller out, remembers the slots, interns the stack by its return addresses. */
 static __attribute__((noinline)) unsigned walk(uintptr_t ip, uintptr_t sp, uintptr_t bp)
@@ -181,10 +195,14 @@ __attribute__((optimize("no-omit-frame-pointer"))) void *malloc(size_t n)
             if (st->live_bytes > st->peak_bytes) st->peak_bytes = st->live_bytes;
         }
         uint64_t k = (uint64_t)(uintptr_t)p;
+#if IDEAL_TABLE
+        table_insert(k, n | (uint64_t)s << 40);
+#else
         unsigned w = set_of(k);
         int way = nursery[w][0].key == 0 ? 0 : 1;
         nursery[w][way].key = k;
         nursery[w][way].val = n | (uint64_t)s << 40;
+#endif
         allocated_bytes += n;
         allocated_count++;
     }
@@ -193,11 +211,16 @@ __attribute__((optimize("no-omit-frame-pointer"))) void *malloc(size_t n)
 
 void free(void *p)
 {
-    uint64_t k = (uint64_t)(uintptr_t)p;
+    uint64_t k = (uint64_t)(uintptr_t)p, v;
+#if IDEAL_TABLE
+    if (p && table_remove(k, &v)) {
+#else
     unsigned w = set_of(k);
     int way = nursery[w][0].key == k ? 0 : nursery[w][1].key == k ? 1 : -1;
     if (p && way >= 0) {
-        uint64_t v = nursery[w][way].val, size = v & ((1ull << 40) - 1);
+        v = nursery[w][way].val;
+#endif
+        uint64_t size = v & ((1ull << 40) - 1);
         unsigned s = (unsigned)(v >> 40);
         site_t *st = site_of(s);
         if (COUNTS_OK()) {
@@ -206,7 +229,9 @@ void free(void *p)
         }
         freed_bytes += size;
         freed_count++;
+#if !IDEAL_TABLE
         nursery[w][way].key = 0;
+#endif
     }
     call_next_free(p);
 }
