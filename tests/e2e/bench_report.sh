@@ -78,11 +78,14 @@ fi
 pass bench_report_runs
 
 l=$(target_line "$D/with.md" "default ≤ 1.3×")
-check bench_report_default_met bash -c '[[ "$1" == *"wall 1.20×"* && "$1" == *"**met**"* ]]' _ "$l"
+# 1.20x is 8% from the target, less than small_churn's own 22% spread: the instructions decide
+# (130 against 100: 1.30x, met).
+check bench_report_default_met bash -c '[[ "$1" == *"wall 1.20×"* && "$1" == *"| **met** (on instructions: the program alone ranged 22% in wall time in this run, more than the 8% between the wall median and the target) |" ]]' _ "$l"
 check bench_report_default_floors_counted bash -c \
     '[[ "$1" == *"oomtrace default 1.30×, forwarding preload 1.04×, ideal exact record 1.39×"* ]]' _ "$l"
 l=$(target_line "$D/with.md" "stacks=all ≤ 2×")
-check bench_report_all_missed bash -c '[[ "$1" == *"wall 2.50×"* && "$1" == *"**missed**"* ]]' _ "$l"
+# 2.50x is 25% from the target, more than small_churn's own 22% spread: wall time decides.
+check bench_report_all_missed bash -c '[[ "$1" == *"wall 2.50×"* && "$1" == *"| **missed** |" ]]' _ "$l"
 check bench_report_all_floor_counted bash -c \
     '[[ "$1" == *"oomtrace stacks=all 2.90×, ideal exact record + stacks 1.95×, + the brief'"'"'s checks 2.12×"* ]]' _ "$l"
 check bench_report_safe_floor bash -c '[[ "$1" == *"the same with the checks the brief asks of every tracker (signal safety, dlclose, any number of sites, threads, ...) 1.95×"* ]] && grep -q -F "In this run it is at 1.95×: the target leaves 0.05× of the program'"'"'s own time for everything a tracker does beyond them; oomtrace spends 0.55× beyond them." "$2"' _ "$l" "$D/with.md"
@@ -121,6 +124,12 @@ l=$(target_line "$D/without.md" "default ≤ 1.3×")
 check bench_report_no_counts bash -c '[ "$2" -eq 0 ] && [[ -n "$1" && "$1" != *"instructions per operation"* ]]' _ "$l" "$GRC"
 l=$(target_line "$D/without.md" "default ≤ 1.05× on an everyday program (python3)")
 check bench_report_noisy_no_counts bash -c '[[ "$1" == *"| n/a (the program alone ranged 30% in wall time in this run, and no instruction count) |"* ]]' _ "$l"
+# A wall median that lands below 2x on a host noisier than its margin does not make the target met:
+# 1.90x is 5% from it, small_churn's own runs spread 22%, and the instructions say 2.90x.
+sed 's/^small_churn\tall\t\([0-9]\)\t2\.[0-9]0\t2\.[0-9]0/small_churn\tall\t\1\t1.90\t1.90/' "$D/results.tsv" >"$D/noisy.tsv"
+python3 "$GEN" --results "$D/noisy.tsv" --meta "$D/meta.txt" --icount "$D/icount.tsv" --out "$D/noisy.md" >"$D/gen.out" 2>&1
+l=$(target_line "$D/noisy.md" "stacks=all ≤ 2×")
+check bench_report_noisy_margin_counts bash -c '[[ "$1" == *"wall 1.90×"* && "$1" == *"| **missed** (on instructions: the program alone ranged 22% in wall time in this run, more than the 5% between the wall median and the target) |" ]]' _ "$l"
 # A safe floor at 2x or above rules the stacks=all target out, and says so.
 sed 's/^small_churn\tideal_stacks_safe\t\([0-9]\)\t1.95\t1.95/small_churn\tideal_stacks_safe\t\1\t2.05\t2.05/' "$D/results.tsv" >"$D/safe2.tsv"
 python3 "$GEN" --results "$D/safe2.tsv" --meta "$D/meta.txt" --out "$D/safe2.md" >"$D/gen.out" 2>&1
