@@ -1,5 +1,5 @@
 /* Bench reference, not a tracker: ideal_stacks_safe.c with every block recorded in a table that
- * threads share (ideal_table.h built as ideal_table_shared.c is) instead of a per-thread array. The
+ * threads share (ideal_table.h with IDEAL_SHARED) instead of a per-thread array. The
  * floor of stacks=all on live_10m and live_10m_mt for any tracker that meets the brief and keeps its
  * exact table of live blocks in the process: an exact stack for every allocation, the checks of
  * ideal_stacks_safe.c, a locked claim of each slot. It still lacks most of what a tracker does (a

@@ -16,15 +16,8 @@
  * mmap silently stops recording.
  * realloc/calloc are not wrapped. Built by tests/bench/bench.mk; the table is in ideal_table.h.
  *
- * Built with IDEAL_SHARED (ideal_table_shared.c), it is the floor of a table that threads share, as
- * the brief's lock-free live table is: an insert claims its slot with a locked compare-and-swap, and
- * the count that decides growth is kept per thread and folded into a shared one every FOLD inserts.
- * A remove stays a plain store: only the thread that frees a block writes its slot, and an insert
- * claims only free slots. Growth is still the one-thread rehash, which no other thread may overlap
- * (a lower bound: a shared table needs a migration that other threads can meet, as oomtrace's has;
- * live_10m_mt's other thread only sleeps). That table is the one of ideal_live_safe.c, a bench row;
- * ideal_table_shared.so alone is not (on live_10m_mt it measured the same as ideal_table.so within
- * the runs' spread: the locked claim costs a table this simple nothing that shows). */
+ * Built with IDEAL_SHARED (ideal_table_shared.c), the table is one that threads share (see
+ * ideal_table.h); that build is not a bench row. */
 #include <stdint.h>
 
 #include "next.h"

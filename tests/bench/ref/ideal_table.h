@@ -1,8 +1,18 @@
 /* Bench reference (not a tracker): the open-addressing table of live blocks that ideal_table.c
- * describes, shared by the floors that keep one (ideal_table.c; ideal_stacks.c built with
- * IDEAL_TABLE). table_insert and table_remove are the whole interface; with IDEAL_SHARED they are
- * those of a table that threads share (see ideal_table.c). Included once per floor: its state is
- * static. */
+ * describes, used by the floors that keep one (ideal_table.c; ideal_stacks.c built with
+ * IDEAL_TABLE). table_insert and table_remove are the whole interface. Included once per floor: its
+ * state is static.
+ *
+ * With IDEAL_SHARED it is the least a table that threads share needs, as the brief's lock-free live
+ * table is shared: an insert claims its slot with a locked compare-and-swap (two threads may reach
+ * the same free slot), and the counts that decide growth are kept per thread and folded into shared
+ * ones every FOLD inserts. A remove stays a plain store: only the thread that frees a block writes
+ * its slot, and an insert claims only free slots. Growth is still the one-thread rehash, which no
+ * other thread may overlap (a lower bound: a shared table needs a migration that other threads can
+ * meet, as oomtrace's has; live_10m_mt's other thread only sleeps). This is the table of
+ * ideal_live_safe.c. Alone (ideal_table_shared.so) it measured the same as ideal_table.so on
+ * live_10m_mt within the runs' spread: the locked claim costs a table this simple nothing that
+ * shows. */
 #ifndef BENCH_REF_IDEAL_TABLE_H
 #define BENCH_REF_IDEAL_TABLE_H
 

@@ -1,6 +1,5 @@
-/* Bench reference, not a tracker: ideal_table.c as a table that threads share (IDEAL_SHARED there:
- * a locked compare-and-swap claims each insert's slot, per-thread counts folded into shared ones).
- * The floor, on live_10m_mt, of any tracker that keeps its exact table of live blocks in one table
- * that every thread writes, as the brief's lock-free live table is. Built by tests/bench/bench.mk. */
+/* Bench reference, not a tracker and not a bench row: ideal_table.c with the table as threads
+ * share it (IDEAL_SHARED, described in ideal_table.h), to measure what the locked claim alone costs
+ * against ideal_table.so. Built by tests/bench/bench.mk. */
 #define IDEAL_SHARED 1
 #include "ideal_table.c"
