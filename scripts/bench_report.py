@@ -293,14 +293,18 @@ def main():
         return (f"wall {fmt_ratio(ratio(w, v))} (fastest runs: {fmt_ratio(min_ratio(w, v))}), "
                 f"CPU {fmt_ratio(cpu_ratio(w, v))}")
 
+    def own_spread(w):
+        """How far the program's own runs (no preload) ranged: slowest ÷ fastest − 1."""
+        own = [x.wall for x in ok_runs(w, "none")]
+        return max(own) / min(own) - 1 if own and min(own) > 0 else float("nan")
+
     def judged(w, v, r, limit):
         """The status of the target r <= limit for variant v on w. Wall time decides where the
         program's own runs (no preload) spread less than the wall median's distance from the limit;
         on a host noisier than that, the median can land on either side of it by chance, and the
         counted instructions decide instead, as for the 1.05× targets; the status says so."""
         st = status(None if r != r else r <= limit)
-        own = [x.wall for x in ok_runs(w, "none")]
-        spread = max(own) / min(own) - 1 if own and min(own) > 0 else float("nan")
+        spread = own_spread(w)
         margin = abs(r / limit - 1) if r == r else float("nan")
         if spread == spread and margin == margin and spread > margin:
             ic = per_op_ratio(w, v)
@@ -335,8 +339,7 @@ def main():
             base = whole_count(w, "none")
             ic = whole_count(w, "default") / base if base > 0 else float("nan")
             icn = f"; instructions (whole run, smaller input) {fmt_ratio(ic, 3)}" if ic == ic else ""
-        own = [x.wall for x in ok_runs(w, "none")]
-        spread = max(own) / min(own) - 1 if own and min(own) > 0 else float("nan")
+        spread = own_spread(w)
         st = status(None if r != r else r <= 1.05)
         if spread == spread and spread > 0.05:
             why = f"the program alone ranged {spread * 100:.0f}% in wall time in this run"
