@@ -151,14 +151,17 @@ extern OT_HIDDEN void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #define OT_MAX_SITES ((1u << OT_SITE_BITS) - 1)
 #define OT_SIZE_BITS 40
 #define OT_SIZE_BIG ((1ull << OT_SIZE_BITS) - 1)
+#define OT_KIND_BITS 4
+#define OT_KIND_MASK ((1u << OT_KIND_BITS) - 1)
+#define OT_SITE_SHIFT (OT_SIZE_BITS + OT_KIND_BITS)
 static inline uint64_t ot_pack(uint64_t size, unsigned kind, uint32_t site)
 {
     if (size >= OT_SIZE_BIG) size = OT_SIZE_BIG;
-    return size | ((uint64_t)(kind & 15) << OT_SIZE_BITS) | ((uint64_t)site << (OT_SIZE_BITS + 4));
+    return size | ((uint64_t)(kind & OT_KIND_MASK) << OT_SIZE_BITS) | ((uint64_t)site << OT_SITE_SHIFT);
 }
 static inline uint64_t ot_unpack_size(uint64_t v) { return v & OT_SIZE_BIG; }
-static inline unsigned ot_unpack_kind(uint64_t v) { return (unsigned)(v >> OT_SIZE_BITS) & 15; }
-static inline uint32_t ot_unpack_site(uint64_t v) { return (uint32_t)(v >> (OT_SIZE_BITS + 4)); }
+static inline unsigned ot_unpack_kind(uint64_t v) { return (unsigned)(v >> OT_SIZE_BITS) & OT_KIND_MASK; }
+static inline uint32_t ot_unpack_site(uint64_t v) { return (uint32_t)(v >> OT_SITE_SHIFT); }
 
 /* ------------------------------------------------------------------ stack.c
  * Stack capture. ot_stack_capture may use a fast path; ot_stack_capture_exact always uses

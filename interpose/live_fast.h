@@ -294,7 +294,7 @@ static inline __attribute__((always_inline)) void account_taken(thread_counters_
     _Static_assert(OT_KIND_HOST == 0, "host records have kind bits 0");
     if (OT_LIKELY(val < OT_SIZE_BIG)) {
         count_free(c, OT_KIND_HOST, val);
-    } else if (ot_opt.stacks == OT_STACKS_ALL && (val & ((1ull << (OT_SIZE_BITS + 4)) - 1)) < OT_SIZE_BIG) {
+    } else if (ot_opt.stacks == OT_STACKS_ALL && (val & ((1ull << OT_SITE_SHIFT) - 1)) < OT_SIZE_BIG) {
         ot_live_account_site_free(c, val);
     } else {
         ot_live_account_free(c, key, val);
