@@ -99,6 +99,7 @@ void *ot_mmap(size_t bytes);                 /* zeroed, NULL on failure */
 void ot_munmap(void *p, size_t bytes);
 /* Bump allocator over mmap'd chunks for small permanent objects (per-thread state, strings). */
 void *ot_perm_alloc(size_t bytes);
+uint64_t ot_mmap_bytes(void); /* what ot_mmap holds now (asmap.c counts it as oomtrace's own) */
 
 /* ------------------------------------------------------------------ table.c
  * Lock-free hash table keyed by a 64-bit key (0 and a few top values reserved), value 64 bits.
@@ -352,6 +353,68 @@ typedef struct {
     int64_t overcommit_memory;        /* /proc/sys/vm/overcommit_memory, -1 unknown */
 } ot_host_mem_t;
 void ot_probe_host(ot_host_mem_t *m);
+
+/* ------------------------------------------------------------------ asmap.c
+ * Where the address space went, from /proc/self/maps (streamed through a static buffer, no
+ * malloc): a plain struct the report writers read. The parser takes any text in any pieces
+ * (ot_asmap_begin / feed / block / end), so tests hand it a maps text of their own. */
+typedef void (*ot_line_sink_t)(void *ctx, const char *line);
+typedef enum {
+    OT_AS_HEAP,     /* [heap] and the anonymous mappings that hold tracked blocks (mmap'd large ones) */
+    OT_AS_ARENAS,   /* glibc thread arenas: HEAP_MAX_SIZE-aligned rw + ---p reservations */
+    OT_AS_STACKS,   /* [stack] and thread stacks (a guard page below a rw mapping) */
+    OT_AS_LIBS,     /* files with an executable segment, with the bss right after them */
+    OT_AS_FILES,    /* other file mappings (a model or data file mapped whole) */
+    OT_AS_ANON,     /* other anonymous mappings (a pool of the program's own, OpenBLAS buffers) */
+    OT_AS_DEVICE,   /* /dev/nvidia* and other device files */
+    OT_AS_CUDA,     /* large PROT_NONE anonymous ranges once CUDA is active: the driver's reservations */
+    OT_AS_OOMTRACE, /* oomtrace's own (ot_mmap and the live table) */
+    OT_AS_OTHER,    /* [vdso], [vvar], ... */
+    OT_AS_REQUEST,  /* the failed request (not part of total) */
+    OT_AS_KINDS
+} ot_as_kind_t;
+#define OT_AS_TOP 5
+typedef struct {
+    uint64_t bytes, count; /* count: mappings; arenas for OT_AS_ARENAS, stacks for OT_AS_STACKS */
+    uint64_t live;         /* tracked live host bytes inside (heap, arenas) */
+    unsigned ntop;
+    struct {
+        char name[112];
+        uint64_t bytes;
+    } top[OT_AS_TOP];      /* largest by name (libraries, files, devices) or range (anonymous) */
+} ot_as_cat_t;
+typedef struct {
+    bool known;
+    int pointer_bits;
+    uint64_t total, mappings; /* bytes and lines of maps */
+    int64_t limit;            /* RLIMIT_AS, -1 none */
+    unsigned threads;         /* /proc/self/task entries, 0 unknown */
+    int64_t rlimit_stack;     /* the default thread stack size, -1 unlimited */
+    uint64_t heap_brk, heap_mapped, heap_mappings, main_stack;
+    int64_t rss, rss_anon, rss_file, rss_shmem, swap; /* smaps_rollup, -1 unknown */
+    ot_as_cat_t cat[OT_AS_KINDS];
+} ot_asmap_t;
+typedef struct {
+    int pointer_bits;    /* 0: this process's */
+    bool cuda_active;
+    uint64_t own_bytes;  /* oomtrace's anonymous mappings */
+    int64_t limit;
+} ot_asmap_params_t;
+void ot_asmap_begin(ot_asmap_t *as, const ot_asmap_params_t *p);
+void ot_asmap_feed(ot_asmap_t *as, const char *text, size_t n); /* lines may be split anywhere */
+void ot_asmap_block(ot_asmap_t *as, uint64_t addr, uint64_t size); /* a live host block, after feed */
+void ot_asmap_end(ot_asmap_t *as, uint64_t requested);
+void ot_asmap_rollup(ot_asmap_t *as, const char *smaps_rollup_text);
+/* All of it for this process: maps, the live blocks, threads, smaps_rollup when want_rss. */
+bool ot_asmap_read_self(ot_asmap_t *as, uint64_t requested, bool cuda_active, bool want_rss);
+unsigned ot_asmap_order(const ot_asmap_t *as, unsigned *kinds); /* nonzero kinds, largest first */
+const char *ot_as_kind_name(unsigned k);  /* JSON: "heap", "malloc_arenas", ... */
+const char *ot_as_kind_label(unsigned k); /* text: "glibc malloc arenas", ... */
+/* The address space's diagnoses (arenas, CUDA, stacks, a file mapped whole, libraries, anonymous,
+ * 32-bit), one line each into sink, largest cause first. Returns true when the tracked heap is
+ * what fills it (then the caller's call sites and batch-size advice apply). */
+bool ot_asmap_diagnose(const ot_asmap_t *as, uint64_t requested, ot_line_sink_t sink, void *ctx, char *line,
+                       size_t cap);
 
 /* ------------------------------------------------------------------ live.c
  * Exact live totals, recording and forgetting allocations, sampling decisions. */

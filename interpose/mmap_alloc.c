@@ -6,20 +6,29 @@
 
 #include "internal.h"
 
+/* What ot_mmap holds now, in pages: a report counts it as oomtrace's own address space. */
+static _Atomic uint64_t mapped_bytes;
+
+static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
+
 void *ot_mmap(size_t bytes)
 {
     int saved = errno;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     errno = saved;
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) return NULL;
+    atomic_fetch_add_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
+    return p;
 }
 
 void ot_munmap(void *p, size_t bytes)
 {
     int saved = errno;
-    if (p) munmap(p, bytes);
+    if (p && munmap(p, bytes) == 0) atomic_fetch_sub_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
     errno = saved;
 }
+
+uint64_t ot_mmap_bytes(void) { return atomic_load_explicit(&mapped_bytes, memory_order_relaxed); }
 
 /* Permanent bump allocator: chunks of 64 KiB, a CAS on the cursor. Objects are never freed. */
 #define PERM_CHUNK (64u * 1024u)

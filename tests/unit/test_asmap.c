@@ -1,0 +1,305 @@
+/* asmap.c: a maps text (the test's own, 64- and 32-bit, and this process's) broken down into the
+ * right categories with the right figures, in any pieces, without malloc; and the diagnoses. */
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+
+#include "malloc_counter.h"
+
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+static char text[1 << 20];
+static size_t tlen;
+
+static void add(uint64_t start, uint64_t end, const char *perms, const char *path)
+{
+    int ino = path && path[0] == '/' ? 1234 : 0;
+    tlen += (size_t)snprintf(text + tlen, sizeof text - tlen, "%llx-%llx %s 00000000 %s %d%s%s\n",
+                             (unsigned long long)start, (unsigned long long)end, perms, ino ? "fe:00" : "00:00", ino,
+                             path ? "                          " : " ", path ? path : "");
+}
+
+/* A 64-bit process like the issue's Caffe run with 8 threads: the executable and libc (with its bss),
+ * [heap], 8 thread arenas (rw head + PROT_NONE tail, 64 MiB aligned), 8 thread stacks (4 KiB guard
+ * below 8 MiB), a data file mapped whole, one large block's own mapping, an anonymous pool, [stack]. */
+static void threaded_text(void)
+{
+    tlen = 0;
+    add(0x555500000000, 0x555500002000, "r--p", "/opt/caffe/bin/classify");
+    add(0x555500002000, 0x555500010000, "r-xp", "/opt/caffe/bin/classify");
+    add(0x555500010000, 0x555500011000, "rw-p", "/opt/caffe/bin/classify");
+    add(0x555500011000, 0x555500111000, "rw-p", NULL); /* its bss: 1 MiB */
+    add(0x555501000000, 0x555503000000, "rw-p", "[heap]"); /* 32 MiB */
+    for (int i = 0; i < 8; i++) {
+        uint64_t a = 0x7f0000000000ull + (uint64_t)i * 64 * MiB;
+        add(a, a + 132 * 1024, "rw-p", NULL);
+        add(a + 132 * 1024, a + 64 * MiB, "---p", NULL);
+    }
+    for (int i = 0; i < 8; i++) {
+        uint64_t a = 0x7f4000001000ull + (uint64_t)i * (8 * MiB + 4096);
+        add(a, a + 4096, "---p", NULL);
+        add(a + 4096, a + 4096 + 8 * MiB, "rw-p", NULL);
+    }
+    add(0x7f5000000000, 0x7f5040000000, "r--s", "/data/imagenet_mean.bin"); /* 1 GiB */
+    add(0x7f6000000000, 0x7f6000401000, "rw-p", NULL); /* a 4 MiB block of malloc's own mmap */
+    add(0x7f6100000000, 0x7f6102000000, "rw-p", NULL); /* the program's pool, 32 MiB */
+    add(0x7f7000000000, 0x7f7000026000, "r--p", "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    add(0x7f7000026000, 0x7f700017c000, "r-xp", "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    add(0x7f700017c000, 0x7f70001d3000, "r--p", "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    add(0x7f70001d3000, 0x7f70001d5000, "rw-p", "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    add(0x7f70001d5000, 0x7f70001e2000, "rw-p", NULL);
+    add(0x7ffd00000000, 0x7ffd00021000, "rw-p", "[stack]");
+    add(0x7ffd10000000, 0x7ffd10004000, "r--p", "[vvar]");
+    add(0x7ffd10004000, 0x7ffd10006000, "r-xp", "[vdso]");
+}
+
+static ot_asmap_t as, as2;
+
+static void parse(ot_asmap_t *a, size_t piece, int bits, bool cuda, uint64_t own)
+{
+    ot_asmap_params_t p = {.pointer_bits = bits, .cuda_active = cuda, .own_bytes = own, .limit = 800 * (int64_t)MiB};
+    ot_asmap_begin(a, &p);
+    for (size_t off = 0; off < tlen; off += piece) ot_asmap_feed(a, text + off, off + piece <= tlen ? piece : tlen - off);
+}
+
+TEST(categories_of_a_threaded_process)
+{
+    threaded_text();
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_block(&as, 0x555501000100, 10 * MiB);      /* in [heap] */
+    ot_asmap_block(&as, 0x7f0000000100, 100 * 1024);    /* in arena 0 */
+    ot_asmap_block(&as, 0x7f6000000010, 4 * MiB);       /* its own mapping */
+    ot_asmap_end(&as, 3763200);
+    ASSERT(as.known);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].count, 8);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].bytes, 512 * MiB);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].live, 100 * 1024);
+    EXPECT_EQ_U(as.cat[OT_AS_STACKS].count, 9); /* 8 threads and [stack] */
+    EXPECT_EQ_U(as.cat[OT_AS_STACKS].bytes, 8 * (8 * MiB + 4096) + 0x21000);
+    EXPECT_EQ_U(as.cat[OT_AS_HEAP].bytes, 32 * MiB + 0x401000);
+    EXPECT_EQ_U(as.cat[OT_AS_HEAP].count, 2);
+    EXPECT_EQ_U(as.cat[OT_AS_HEAP].live, 14 * MiB);
+    EXPECT_EQ_U(as.heap_mappings, 1);
+    EXPECT_EQ_U(as.cat[OT_AS_FILES].bytes, 1 * GiB);
+    EXPECT_STR(as.cat[OT_AS_FILES].top[0].name, "/data/imagenet_mean.bin");
+    EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 32 * MiB);
+    EXPECT_EQ_U(as.cat[OT_AS_ANON].count, 1);
+    EXPECT_EQ_U(as.cat[OT_AS_LIBS].count, 2);
+    EXPECT_EQ_U(as.cat[OT_AS_LIBS].bytes, 0x111000 + 0x1e2000);
+    EXPECT_STR(as.cat[OT_AS_LIBS].top[0].name, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    EXPECT_EQ_U(as.cat[OT_AS_LIBS].top[1].bytes, 0x111000); /* the executable, bss included */
+    EXPECT_EQ_U(as.cat[OT_AS_OTHER].bytes, 0x6000);
+    EXPECT_EQ_U(as.cat[OT_AS_REQUEST].bytes, 3763200);
+    uint64_t sum = 0;
+    for (unsigned k = 0; k < OT_AS_KINDS; k++)
+        if (k != OT_AS_REQUEST) sum += as.cat[k].bytes;
+    EXPECT_EQ_U(sum, as.total);
+    unsigned order[OT_AS_KINDS];
+    unsigned n = ot_asmap_order(&as, order);
+    ASSERT(n >= 3);
+    EXPECT_EQ_U(order[0], OT_AS_FILES);
+    EXPECT_EQ_U(order[1], OT_AS_ARENAS);
+    EXPECT_EQ_U(order[2], OT_AS_STACKS);
+}
+
+TEST(lines_split_anywhere_give_the_same_result)
+{
+    threaded_text();
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_end(&as, 0);
+    size_t pieces[] = {1, 7, 64, 100, 4096};
+    for (unsigned i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        parse(&as2, pieces[i], 64, false, 0);
+        ot_asmap_end(&as2, 0);
+        EXPECT(!memcmp(&as, &as2, sizeof as));
+    }
+}
+
+TEST(own_mappings_and_cuda_reservations)
+{
+    tlen = 0;
+    add(0x555501000000, 0x555501100000, "rw-p", "[heap]");
+    add(0x7f6000000000, 0x7f6004000000, "rw-p", NULL);            /* 64 MiB, not aligned use: ours */
+    add(0x200000000, 0x200000000 + 8 * GiB, "---p", NULL);        /* the driver's reservation */
+    add(0x7f7000000000, 0x7f7000200000, "rw-s", "/dev/nvidia0");
+    add(0x7f7000200000, 0x7f7000300000, "rw-s", "/dev/nvidiactl");
+    parse(&as, tlen, 64, true, 16 * MiB);
+    ot_asmap_end(&as, 0);
+    EXPECT_EQ_U(as.cat[OT_AS_CUDA].bytes, 8 * GiB);
+    EXPECT_EQ_U(as.cat[OT_AS_OOMTRACE].bytes, 16 * MiB);
+    EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 48 * MiB);
+    EXPECT_EQ_U(as.cat[OT_AS_DEVICE].bytes, 3 * MiB);
+    EXPECT_EQ_U(as.cat[OT_AS_DEVICE].count, 2);
+    EXPECT_STR(as.cat[OT_AS_DEVICE].top[0].name, "/dev/nvidia0");
+    /* without CUDA the same range is only an anonymous reservation */
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_end(&as, 0);
+    EXPECT_EQ_U(as.cat[OT_AS_CUDA].bytes, 0);
+    EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 8 * GiB + 64 * MiB);
+}
+
+static char lines[8][1024];
+static unsigned nlines;
+static void sink(void *ctx, const char *l)
+{
+    (void)ctx;
+    if (nlines < 8) snprintf(lines[nlines++], sizeof lines[0], "%s", l);
+}
+static const char *diag(const ot_asmap_t *a, uint64_t req, bool *heap)
+{
+    static char all[8192], line[1024];
+    nlines = 0;
+    bool h = ot_asmap_diagnose(a, req, sink, NULL, line, sizeof line);
+    if (heap) *heap = h;
+    all[0] = 0;
+    for (unsigned i = 0; i < nlines; i++) {
+        strcat(all, lines[i]);
+        strcat(all, "\n");
+    }
+    return all;
+}
+
+TEST(diagnosis_arenas_and_stacks)
+{
+    tlen = 0;
+    add(0x555501000000, 0x555501800000, "rw-p", "[heap]");
+    for (int i = 0; i < 8; i++) {
+        uint64_t a = 0x7f0000000000ull + (uint64_t)i * 64 * MiB;
+        add(a, a + 132 * 1024, "rw-p", NULL);
+        add(a + 132 * 1024, a + 64 * MiB, "---p", NULL);
+    }
+    for (int i = 0; i < 24; i++) {
+        uint64_t a = 0x7f4000001000ull + (uint64_t)i * (8 * MiB + 4096);
+        add(a, a + 4096, "---p", NULL);
+        add(a + 4096, a + 4096 + 8 * MiB, "rw-p", NULL);
+    }
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_block(&as, 0x555501000100, 2 * MiB);
+    ot_asmap_end(&as, 3763200);
+    as.rlimit_stack = 8 * MiB;
+    bool heap = true;
+    const char *d = diag(&as, 3763200, &heap);
+    EXPECT_CONTAINS(d, "glibc malloc arenas reserve 512.0 MiB of address space in 8 arenas (0 B of live blocks in "
+                       "them): set MALLOC_ARENA_MAX=2 or raise the limit");
+    EXPECT_CONTAINS(d, "24 threads' stacks take 192.1 MiB (8.0 MiB each; RLIMIT_STACK 8.0 MiB sets the default)");
+    EXPECT(strstr(d, "malloc arenas") < strstr(d, "stacks take")); /* largest first */
+    EXPECT(!heap);
+}
+
+TEST(diagnosis_file_mapped_whole_and_heap)
+{
+    threaded_text();
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_end(&as, 0);
+    bool heap = true;
+    const char *d = diag(&as, 0, &heap);
+    EXPECT_CONTAINS(d, "/data/imagenet_mean.bin is mapped whole (1.0 GiB)");
+    EXPECT(!heap);
+    /* a heap that holds most of it: no line of ours, and the heap is said to dominate */
+    tlen = 0;
+    add(0x555501000000, 0x555511000000, "rw-p", "[heap]");
+    add(0x7f6100000000, 0x7f6100100000, "rw-p", NULL);
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_block(&as, 0x555501000100, 200 * MiB);
+    ot_asmap_end(&as, 0);
+    d = diag(&as, 0, &heap);
+    EXPECT(heap);
+    EXPECT_STR(d, "");
+}
+
+TEST(diagnosis_cuda_reservation)
+{
+    tlen = 0;
+    add(0x555501000000, 0x555501800000, "rw-p", "[heap]");
+    add(0x200000000, 0x200000000 + 16 * GiB, "---p", NULL);
+    parse(&as, tlen, 64, true, 0);
+    ot_asmap_end(&as, 0);
+    const char *d = diag(&as, 0, NULL);
+    EXPECT_CONTAINS(d, "the CUDA driver maps 16.0 GiB of virtual address space: an address-space limit (ulimit -v, "
+                       "a scheduler's vmem limit) cannot work with CUDA \xe2\x80\x94 use a memory (RSS/cgroup) limit "
+                       "instead");
+}
+
+/* A 32-bit process (seed 001): arenas are 1 MiB-aligned there; the diagnosis names the 3-4 GiB. */
+TEST(diagnosis_32_bit)
+{
+    tlen = 0;
+    add(0x08048000, 0x08050000, "r-xp", "/usr/bin/classification");
+    add(0x08050000, 0x08051000, "rw-p", "/usr/bin/classification");
+    add(0x09000000, 0x49000000, "rw-p", "[heap]"); /* 1 GiB */
+    for (int i = 0; i < 4; i++) {
+        uint64_t a = 0x50000000ull + (uint64_t)i * MiB;
+        add(a, a + 128 * 1024, "rw-p", NULL);
+        add(a + 128 * 1024, a + MiB, "---p", NULL);
+    }
+    add(0x60000000, 0xa0000000, "r--p", "/models/bvlc_alexnet.caffemodel"); /* 1 GiB */
+    add(0xb0000000, 0xe0000000, "rw-p", NULL);                              /* 768 MiB */
+    add(0xf7000000, 0xf7100000, "r-xp", "/lib/arm-linux-gnueabihf/libc.so.6");
+    parse(&as, tlen, 32, false, 0);
+    ot_asmap_block(&as, 0x09000100, 900 * MiB);
+    ot_asmap_end(&as, 3763200);
+    EXPECT_EQ_U(as.pointer_bits, 32);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].count, 4);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].bytes, 4 * MiB);
+    bool heap = false;
+    const char *d = diag(&as, 3763200, &heap);
+    EXPECT_CONTAINS(d, "a 32-bit process can address at most 3\xe2\x80\x93" "4 GiB, this one has 2.8 GiB in use: run a "
+                       "64-bit build");
+    EXPECT_CONTAINS(d, "/models/bvlc_alexnet.caffemodel is mapped whole (1.0 GiB)");
+}
+
+/* This process: the figures add up to VmSize, libc is a library, no malloc on the way. */
+TEST(this_process_without_malloc)
+{
+    void *pool = mmap(NULL, 64 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT(pool != MAP_FAILED);
+#if HAVE_MALLOC_COUNTER
+    mallocs_seen = 0;
+    count_mallocs = 1;
+#endif
+    bool ok = ot_asmap_read_self(&as, 4096, false, true);
+#if HAVE_MALLOC_COUNTER
+    count_mallocs = 0;
+    EXPECT_EQ_U(mallocs_seen, 0);
+#endif
+    ASSERT(ok);
+    ot_host_mem_t m;
+    ot_probe_host(&m);
+    EXPECT(as.total <= (uint64_t)m.vm_size + 16 * MiB && as.total + 16 * MiB >= (uint64_t)m.vm_size);
+    bool libc = false;
+    for (unsigned i = 0; i < as.cat[OT_AS_LIBS].ntop; i++) libc |= strstr(as.cat[OT_AS_LIBS].top[i].name, "libc") != NULL;
+    EXPECT(libc);
+    EXPECT(as.cat[OT_AS_ANON].bytes >= 64 * MiB);
+    EXPECT(as.threads >= 1);
+    EXPECT(as.rss > 0 && as.cat[OT_AS_STACKS].count >= 1);
+    munmap(pool, 64 * MiB);
+}
+
+/* The failure report's budget: a million live blocks attributed in well under 100 ms. */
+TEST(a_million_blocks_quickly)
+{
+    threaded_text();
+    parse(&as, tlen, 64, false, 0);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (uint64_t i = 0; i < 1000000; i++) {
+        uint64_t addr = (i % 3 == 0)   ? 0x555501000000 + (i % 100000) * 64
+                        : (i % 3 == 1) ? 0x7f0000000000ull + (i % 8) * 64 * MiB + 64
+                                       : 0x7f6000000010 + (i % 1000);
+        ot_asmap_block(&as, addr, 32);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    ot_asmap_end(&as, 0);
+    double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+    printf("  1M blocks attributed in %.1f ms\n", ms);
+    EXPECT(ms < 50);
+    EXPECT_EQ_U(as.cat[OT_AS_HEAP].live + as.cat[OT_AS_ARENAS].live, 32000000);
+}
+
+TEST_MAIN(categories_of_a_threaded_process, lines_split_anywhere_give_the_same_result,
+          own_mappings_and_cuda_reservations, diagnosis_arenas_and_stacks, diagnosis_file_mapped_whole_and_heap,
+          diagnosis_cuda_reservation, diagnosis_32_bit, this_process_without_malloc, a_million_blocks_quickly)
