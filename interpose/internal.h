@@ -351,8 +351,31 @@ typedef struct {
     char cgroup_path[256];
     int ptr_bits;
     int64_t overcommit_memory;        /* /proc/sys/vm/overcommit_memory, -1 unknown */
+    char cgroup_dir[400];             /* the directory usage was read from ("" none) */
 } ot_host_mem_t;
 void ot_probe_host(ot_host_mem_t *m);
+
+/* ------------------------------------------------------------------ cgstat.c
+ * The cgroup's usage broken down (memory.stat, v1 and v2 names) and its processes by RSS, for a
+ * report where the cgroup's limit binds. Static buffers, raw reads. Bytes; -1 unknown. */
+#define OT_CG_PROCS 8        /* processes listed, largest RSS first */
+#define OT_CG_PROCS_READ 256 /* /proc/PID/status files read at most */
+typedef struct {
+    bool known;
+    int version;
+    int64_t anon, file, kernel, shmem, swap, file_mapped; /* file (page cache) includes shmem */
+    unsigned procs_total, procs_read, nprocs;
+    int64_t self_rss, others_rss; /* others: of the processes read */
+    struct {
+        int pid;
+        char name[32];
+        int64_t rss;
+        bool self;
+    } procs[OT_CG_PROCS];
+} ot_cg_usage_t;
+void ot_cg_stat_parse(const char *memory_stat, int version, ot_cg_usage_t *u);
+void ot_cg_procs_parse(const char *cgroup_procs, int self_pid, ot_cg_usage_t *u);
+bool ot_cg_usage_read(const char *dir, int version, int self_pid, ot_cg_usage_t *u);
 
 /* ------------------------------------------------------------------ asmap.c
  * Where the address space went, from /proc/self/maps (streamed through a static buffer, no

@@ -70,6 +70,7 @@ static void probe_cgroup_v2(ot_host_mem_t *m, const char *rel)
                 join(path, sizeof path, "/sys/fs/cgroup", dir, "/memory.swap.max");
                 int64_t sw = read_cg_value(path);
                 m->cgroup_swap_limit = sw >= 0 ? sw : -1;
+                join(m->cgroup_dir, sizeof m->cgroup_dir, "/sys/fs/cgroup", dir, "");
                 found_any = true;
             }
             if (lim >= 0 && (m->cgroup_limit < 0 || lim < m->cgroup_limit)) m->cgroup_limit = lim;
@@ -106,6 +107,7 @@ static void probe_cgroup_v1(ot_host_mem_t *m, const char *rel)
     join(path, sizeof path, "/sys/fs/cgroup/memory", used_rel, "/memory.usage_in_bytes");
     int64_t u = read_cg_value(path);
     m->cgroup_usage = u >= 0 ? u : -1;
+    join(m->cgroup_dir, sizeof m->cgroup_dir, "/sys/fs/cgroup/memory", used_rel, "");
     ot_strlcpy(m->cgroup_path, rel[0] ? rel : "/", sizeof m->cgroup_path);
 }
 

@@ -129,6 +129,58 @@ static void diag_device(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, ch
     }
 }
 
+/* Who fills the cgroup: its usage by type, and the other processes in it. */
+static void diag_cgroup(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char *line, size_t cap)
+{
+    const ot_cg_usage_t *u = r->cg;
+    const ot_host_mem_t *m = &r->mem;
+    ot_buf_t b;
+    ot_buf_init(&b, line, cap, -1);
+    ot_buf_puts(&b, "the cgroup's memory: anonymous ");
+    ot_report_put_bytes_or(&b, u->anon, "?");
+    ot_buf_puts(&b, ", page cache ");
+    ot_report_put_bytes_or(&b, u->file, "?");
+    if (u->shmem > 0) {
+        ot_buf_puts(&b, " (shared memory ");
+        ot_buf_bytes(&b, (uint64_t)u->shmem);
+        ot_buf_puts(&b, " of it)");
+    }
+    ot_buf_puts(&b, ", kernel ");
+    ot_report_put_bytes_or(&b, u->kernel, "?");
+    ot_buf_puts(&b, ", swap ");
+    ot_report_put_bytes_or(&b, u->swap, "?");
+    ot_buf_cstr(&b);
+    sink(ctx, line);
+    int64_t limit = m->cgroup_limit;
+    if (u->others_rss > 0 && u->others_rss >= u->self_rss && u->others_rss >= limit / 4) {
+        ot_buf_init(&b, line, cap, -1);
+        ot_buf_printf(&b, "other processes in the cgroup hold ");
+        ot_buf_bytes(&b, (uint64_t)u->others_rss);
+        ot_buf_puts(&b, " of RSS (this one ");
+        ot_report_put_bytes_or(&b, u->self_rss, "?");
+        ot_buf_puts(&b, "):");
+        unsigned shown = 0;
+        for (unsigned i = 0; i < u->nprocs && shown < 5; i++) {
+            if (u->procs[i].self) continue;
+            ot_buf_printf(&b, "%s pid %d (%s) ", shown ? "," : "", u->procs[i].pid, u->procs[i].name);
+            ot_buf_bytes(&b, (uint64_t)u->procs[i].rss);
+            shown++;
+        }
+        ot_buf_puts(&b, "; try: look at those processes (the container's or job's other work, data loaders), or "
+                        "give them a cgroup of their own");
+        ot_buf_cstr(&b);
+        sink(ctx, line);
+    } else if (u->file > 0 && u->anon >= 0 && u->file > u->anon && u->file >= limit / 4) {
+        ot_buf_init(&b, line, cap, -1);
+        ot_buf_puts(&b, "the page cache (");
+        ot_buf_bytes(&b, (uint64_t)u->file);
+        ot_buf_puts(&b, ") is most of it: files read or written in the cgroup count against its limit");
+        if (u->shmem > 0) ot_buf_puts(&b, " (and shared memory, /dev/shm, cannot be reclaimed while it exists)");
+        ot_buf_cstr(&b);
+        sink(ctx, line);
+    }
+}
+
 static void diag_host(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char *line, size_t cap)
 {
     const ot_failure_t *f = r->f;
@@ -158,7 +210,11 @@ static void diag_host(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char
         LINE_END();
         return;
     }
-    if (m->rlimit_as >= 0 && m->vm_size >= 0 && (uint64_t)m->vm_size + req > (uint64_t)m->rlimit_as) {
+    /* The address space: the limit, then what fills it (asmap.c), then what to try. Smaller batches
+     * or models only help where the heap is what fills it. */
+    bool as_limit = m->rlimit_as >= 0 && m->vm_size >= 0 && (uint64_t)m->vm_size + req > (uint64_t)m->rlimit_as;
+    bool as_32 = m->ptr_bits == 32 && m->vm_size >= 0 && (uint64_t)m->vm_size + req >= (2ull << 30);
+    if (as_limit) {
         LINE_BEGIN();
         ot_buf_puts(&b, "RLIMIT_AS ");
         ot_buf_bytes(&b, (uint64_t)m->rlimit_as);
@@ -168,20 +224,24 @@ static void diag_host(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char
         ot_buf_bytes(&b, req);
         ot_buf_puts(&b, " requested");
         LINE_END();
-        LINE_BEGIN();
-        ot_buf_puts(&b, "try: raise the address-space limit (ulimit -v; the job scheduler's vmem limit), or reduce "
-                        "the batch size or model size");
-        LINE_END();
-        said = true;
     }
-    if (m->ptr_bits == 32 && m->vm_size >= 0 && (uint64_t)m->vm_size + req > (3ull << 30)) {
+    bool heap_fills = true;
+    if ((as_limit || as_32) && r->as) {
+        heap_fills = ot_asmap_diagnose(r->as, req, sink, ctx, line, cap);
+    } else if (as_32) {
         LINE_BEGIN();
-        ot_buf_puts(&b, "32-bit process: ");
+        ot_buf_puts(&b, "a 32-bit process can address at most 3\xe2\x80\x93" "4 GiB, this one has ");
         ot_buf_bytes(&b, (uint64_t)m->vm_size);
-        ot_buf_puts(&b, " of a 3-4 GiB address space in use; try: a 64-bit build/OS, a smaller batch or model");
+        ot_buf_puts(&b, " in use: run a 64-bit build");
         LINE_END();
-        said = true;
     }
+    if (as_limit) {
+        LINE_BEGIN();
+        ot_buf_puts(&b, "try: raise the address-space limit (ulimit -v; the job scheduler's vmem limit)");
+        if (heap_fills) ot_buf_puts(&b, ", or reduce the batch size or model size");
+        LINE_END();
+    }
+    said |= as_limit || as_32;
     if (m->rlimit_data >= 0 && m->vm_data >= 0 && (uint64_t)m->vm_data + req > (uint64_t)m->rlimit_data) {
         LINE_BEGIN();
         ot_buf_puts(&b, "RLIMIT_DATA ");
@@ -202,6 +262,7 @@ static void diag_host(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char
         ot_buf_bytes(&b, (uint64_t)m->cgroup_limit);
         ot_buf_puts(&b, "; try: raise the container/job memory limit, or reduce the batch or model size");
         LINE_END();
+        if (r->cg) diag_cgroup(r, sink, ctx, line, cap);
         said = true;
     }
     if (m->mem_total >= 0 && m->swap_total >= 0 && req > (uint64_t)(m->mem_total + m->swap_total)) {

@@ -43,6 +43,8 @@ typedef struct {
      * the report: the call-site table, or the post-mortem's copy of a state file). */
     ot_site_info_t host_sites[OT_REPORT_MAX_SITES], device_sites[OT_REPORT_MAX_SITES];
     unsigned n_host_sites, n_device_sites;
+    const ot_asmap_t *as;    /* where the address space went; NULL: not read */
+    const ot_cg_usage_t *cg; /* the cgroup's usage when its limit binds or nearly; NULL: not read */
     unsigned report_no;
     unsigned suppressed_failures;
     char json_path[600]; /* where the JSON report went, "" for none */

@@ -30,6 +30,58 @@ static void json_key_i64(ot_buf_t *b, const char *k, int64_t v, bool comma)
     ot_buf_json_i64_or_null(b, v);
 }
 
+static void json_i64(ot_buf_t *b, const char *k, int64_t v)
+{
+    ot_buf_printf(b, ",\"%s\":", k);
+    ot_buf_json_i64_or_null(b, v);
+}
+
+static void json_address_space(ot_buf_t *b, const ot_asmap_t *as)
+{
+    ot_buf_printf(b, ",\"address_space\":{\"total\":%llu,\"limit\":", (unsigned long long)as->total);
+    ot_buf_json_i64_or_null(b, as->limit);
+    ot_buf_printf(b, ",\"mappings\":%llu,\"pointer_bits\":%d,\"threads\":", (unsigned long long)as->mappings,
+                  as->pointer_bits);
+    if (as->threads) ot_buf_u64(b, as->threads);
+    else ot_buf_puts(b, "null");
+    json_i64(b, "rss", as->rss);
+    json_i64(b, "rss_anonymous", as->rss_anon);
+    json_i64(b, "swap", as->swap);
+    ot_buf_puts(b, ",\"categories\":[");
+    unsigned order[OT_AS_KINDS], n = ot_asmap_order(as, order);
+    for (unsigned i = 0; i < n; i++) {
+        const ot_as_cat_t *c = &as->cat[order[i]];
+        ot_buf_printf(b, "%s{\"kind\":\"%s\",\"bytes\":%llu,\"count\":%llu,\"live\":%llu,\"top\":[", i ? "," : "",
+                      ot_as_kind_name(order[i]), (unsigned long long)c->bytes, (unsigned long long)c->count,
+                      (unsigned long long)c->live);
+        for (unsigned t = 0; t < c->ntop; t++) {
+            ot_buf_puts(b, t ? ",{\"name\":" : "{\"name\":");
+            ot_buf_json_str(b, c->top[t].name);
+            ot_buf_printf(b, ",\"bytes\":%llu}", (unsigned long long)c->top[t].bytes);
+        }
+        ot_buf_puts(b, "]}");
+    }
+    ot_buf_puts(b, "]}");
+}
+
+static void json_cgroup(ot_buf_t *b, const ot_cg_usage_t *u)
+{
+    ot_buf_printf(b, ",\"cgroup_usage\":{\"version\":%d", u->version);
+    json_i64(b, "anonymous", u->anon);
+    json_i64(b, "file", u->file);
+    json_i64(b, "shmem", u->shmem);
+    json_i64(b, "file_mapped", u->file_mapped);
+    json_i64(b, "kernel", u->kernel);
+    json_i64(b, "swap", u->swap);
+    ot_buf_printf(b, ",\"processes_total\":%u,\"processes\":[", u->procs_total);
+    for (unsigned i = 0; i < u->nprocs; i++) {
+        ot_buf_printf(b, "%s{\"pid\":%d,\"name\":", i ? "," : "", u->procs[i].pid);
+        ot_buf_json_str(b, u->procs[i].name);
+        ot_buf_printf(b, ",\"rss\":%lld,\"self\":%s}", (long long)u->procs[i].rss, u->procs[i].self ? "true" : "false");
+    }
+    ot_buf_puts(b, "]}");
+}
+
 void ot_report_write_json(const ot_report_t *r, int fd)
 {
     static char json_mem[16384];
@@ -100,6 +152,10 @@ void ot_report_write_json(const ot_report_t *r, int fd)
     json_key_i64(&b, "vm_data", m->vm_data, true);
     json_key_i64(&b, "overcommit_memory", m->overcommit_memory, true);
     ot_buf_printf(&b, ",\"pointer_bits\":%d}", m->ptr_bits);
+    if (r->as) json_address_space(&b, r->as);
+    else ot_buf_puts(&b, ",\"address_space\":null");
+    if (r->cg) json_cgroup(&b, r->cg);
+    else ot_buf_puts(&b, ",\"cgroup_usage\":null");
     ot_buf_puts(&b, ",\"devices\":[");
     for (int i = 0; i < r->ndev; i++) {
         const ot_device_info_t *d = &r->devices[i];

@@ -13,6 +13,96 @@ static void text_diag_sink(void *ctx, const char *line)
 
 
 
+/* Where the address space went: one line per category that matters, largest first. */
+static void text_address_space(ot_buf_t *b, const ot_asmap_t *as)
+{
+    ot_buf_puts(b, "oomtrace: address space: ");
+    ot_buf_bytes(b, as->total);
+    ot_buf_printf(b, " in %llu mappings", (unsigned long long)as->mappings);
+    if (as->limit >= 0) {
+        ot_buf_puts(b, " of RLIMIT_AS ");
+        ot_buf_bytes(b, (uint64_t)as->limit);
+    }
+    if (as->cat[OT_AS_REQUEST].bytes) {
+        ot_buf_puts(b, ", + ");
+        ot_buf_bytes(b, as->cat[OT_AS_REQUEST].bytes);
+        ot_buf_puts(b, " requested");
+    }
+    if (as->rss >= 0) {
+        ot_buf_puts(b, "; RSS ");
+        ot_buf_bytes(b, (uint64_t)as->rss);
+        ot_buf_puts(b, " (anonymous ");
+        ot_report_put_bytes_or(b, as->rss_anon, "?");
+        ot_buf_puts(b, ", swapped ");
+        ot_report_put_bytes_or(b, as->swap, "?");
+        ot_buf_putc(b, ')');
+    }
+    ot_buf_puts(b, ":\n");
+    unsigned order[OT_AS_KINDS], n = ot_asmap_order(as, order), small = 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned k = order[i];
+        const ot_as_cat_t *c = &as->cat[k];
+        if (k == OT_AS_REQUEST) continue;
+        if (c->bytes < (1u << 20) && c->bytes * 100 < as->total) {
+            small++;
+            continue;
+        }
+        ot_buf_printf(b, "oomtrace:   %s ", ot_as_kind_label(k));
+        ot_buf_bytes(b, c->bytes);
+        ot_report_put_pct(b, c->bytes, as->total);
+        switch (k) {
+        case OT_AS_HEAP:
+            ot_buf_puts(b, ": [heap] ");
+            ot_buf_bytes(b, as->heap_brk);
+            ot_buf_printf(b, " and %llu mappings of large blocks; ", (unsigned long long)as->heap_mappings);
+            ot_buf_bytes(b, c->live);
+            ot_buf_puts(b, " live");
+            break;
+        case OT_AS_ARENAS:
+            ot_buf_printf(b, " in %llu arenas, ", (unsigned long long)c->count);
+            ot_buf_bytes(b, c->live);
+            ot_buf_puts(b, " live in them");
+            break;
+        case OT_AS_STACKS:
+            ot_buf_printf(b, " in %llu stacks", (unsigned long long)c->count);
+            if (as->threads) ot_buf_printf(b, " (%u threads)", as->threads);
+            break;
+        default:
+            ot_buf_printf(b, " in %llu mapping%s", (unsigned long long)c->count, c->count == 1 ? "" : "s");
+        }
+        for (unsigned t = 0; t < c->ntop && t < 3; t++) {
+            ot_buf_puts(b, t ? ", " : ": ");
+            ot_buf_printf(b, "%s ", c->top[t].name);
+            ot_buf_bytes(b, c->top[t].bytes);
+        }
+        ot_buf_putc(b, '\n');
+    }
+    if (small) ot_buf_printf(b, "oomtrace:   (%u more categories under 1%% each)\n", small);
+}
+
+static void text_cgroup(ot_buf_t *b, const ot_cg_usage_t *u)
+{
+    ot_buf_puts(b, "oomtrace: cgroup usage: anonymous ");
+    ot_report_put_bytes_or(b, u->anon, "?");
+    ot_buf_puts(b, ", page cache ");
+    ot_report_put_bytes_or(b, u->file, "?");
+    ot_buf_puts(b, " (shared memory ");
+    ot_report_put_bytes_or(b, u->shmem, "?");
+    ot_buf_puts(b, ", mapped ");
+    ot_report_put_bytes_or(b, u->file_mapped, "?");
+    ot_buf_puts(b, "), kernel ");
+    ot_report_put_bytes_or(b, u->kernel, "?");
+    ot_buf_puts(b, ", swap ");
+    ot_report_put_bytes_or(b, u->swap, "?");
+    ot_buf_printf(b, "; %u processes:\n", u->procs_total);
+    for (unsigned i = 0; i < u->nprocs; i++) {
+        ot_buf_printf(b, "oomtrace:     pid %d %s%s RSS ", u->procs[i].pid, u->procs[i].name,
+                      u->procs[i].self ? " (this process)" : "");
+        ot_buf_bytes(b, (uint64_t)u->procs[i].rss);
+        ot_buf_putc(b, '\n');
+    }
+}
+
 void ot_report_write_text(const ot_report_t *r, int fd)
 {
     static char text_mem[16384];
@@ -95,7 +185,10 @@ void ot_report_write_text(const ot_report_t *r, int fd)
         ot_buf_puts(&b, " usage ");
         ot_report_put_bytes_or(&b, m->cgroup_usage, "?");
     }
-    ot_buf_puts(&b, "\noomtrace: live in this process: host ");
+    ot_buf_putc(&b, '\n');
+    if (r->as) text_address_space(&b, r->as);
+    if (r->cg) text_cgroup(&b, r->cg);
+    ot_buf_puts(&b, "oomtrace: live in this process: host ");
     ot_buf_bytes(&b, r->host.bytes);
     ot_buf_printf(&b, " in %llu blocks (peak ", (unsigned long long)r->host.count);
     ot_buf_bytes(&b, r->host.peak_bytes);
