@@ -122,6 +122,24 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
 /* In the hook itself (or an always_inline helper of it): the failing stack starts at its caller. */
 #define fail(...) OT_CALL_WITH_ORIGIN(fail_at, __VA_ARGS__)
 
+/* calloc and reallocarray: the report shows the call as the program made it (nmemb, size), and the
+ * total (UINT64_MAX where nmemb * size overflows). */
+static OT_NOINLINE void fail_array_at(const ot_origin_t *origin, const char *api, uint64_t nmemb, uint64_t size,
+                                      int err)
+{
+    ot_failure_t f = {0};
+    f.api = api;
+    f.size = size && nmemb > SIZE_MAX / size ? UINT64_MAX : nmemb * size;
+    f.count = nmemb;
+    f.elem_size = size;
+    f.error_code = err;
+    f.error_name = ot_errno_name(err);
+    f.device_index = -1;
+    f.origin = origin;
+    ot_report_failure(&f);
+}
+#define fail_array(...) OT_CALL_WITH_ORIGIN(fail_array_at, __VA_ARGS__)
+
 /* ot_live_record keeps errno and holds the recursion guard itself on its slow paths (stack
  * capture, table growth): the fast path touches neither. */
 static inline __attribute__((always_inline)) void record(void *p, size_t n)
@@ -173,8 +191,7 @@ OT_EXPORT void *calloc(size_t nmemb, size_t size)
     if (!track()) return real.calloc(nmemb, size);
     void *p = real.calloc(nmemb, size);
     if (OT_LIKELY(p != NULL)) record(p, nmemb * size);
-    else if (size && nmemb > SIZE_MAX / size) fail("calloc", UINT64_MAX, nmemb, 0, errno);
-    else fail("calloc", (uint64_t)nmemb * size, nmemb, 0, errno);
+    else fail_array("calloc", nmemb, size, errno);
     return p;
 }
 
@@ -208,8 +225,8 @@ static inline __attribute__((always_inline)) void *realloc_common(const char *ap
         /* Failed: the old block is still valid, and still tracked. */
         if (had) ot_live_put_back((uintptr_t)p, old_val);
         errno = e;
-        if (is_array && size && nmemb > SIZE_MAX / size) fail(api, UINT64_MAX, nmemb, 0, e);
-        else fail(api, n, is_array ? nmemb : 0, 0, e);
+        if (is_array) fail_array(api, nmemb, size, e);
+        else fail(api, n, 0, 0, e);
     }
     return q;
 }

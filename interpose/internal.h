@@ -495,6 +495,7 @@ typedef struct {
     const char *api;        /* "malloc", "cudaMalloc", ... */
     uint64_t size;          /* bytes requested (for calloc: nmemb*size, saturated) */
     uint64_t count;         /* calloc nmemb / reallocarray nmemb, else 0 */
+    uint64_t elem_size;     /* with count: the element size as the program passed it */
     uint64_t alignment;     /* 0 if none */
     int error_code;         /* errno or CUDA error number */
     const char *error_name; /* "ENOMEM", "cudaErrorMemoryAllocation", ... */

@@ -116,6 +116,9 @@ void ot_report_write_json(const ot_report_t *r, int fd)
         ot_buf_puts(&b, ",\"count\":");
         if (f->count) ot_buf_u64(&b, f->count);
         else ot_buf_puts(&b, "null");
+        ot_buf_puts(&b, ",\"element_size\":");
+        if (f->count && (f->elem_size || !f->size)) ot_buf_u64(&b, f->elem_size);
+        else ot_buf_puts(&b, "null");
         ot_buf_puts(&b, ",\"alignment\":");
         if (f->alignment) ot_buf_u64(&b, f->alignment);
         else ot_buf_puts(&b, "null");

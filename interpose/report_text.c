@@ -115,7 +115,9 @@ void ot_report_write_text(const ot_report_t *r, int fd)
         ot_buf_printf(&b, "%s(", f->api);
         if (f->count) ot_buf_printf(&b, "%llu, ", (unsigned long long)f->count);
         if (f->alignment) ot_buf_printf(&b, "align %llu, ", (unsigned long long)f->alignment);
-        if (f->count && f->size == UINT64_MAX) ot_buf_puts(&b, "overflow");
+        /* calloc(nmemb, size) as the program called it; the total is on the next line */
+        if (f->count && (f->elem_size || !f->size)) ot_buf_u64(&b, f->elem_size);
+        else if (f->count && f->size == UINT64_MAX) ot_buf_puts(&b, "overflow");
         else ot_buf_u64(&b, f->size);
         ot_buf_printf(&b, ") failed: %s (%d)", f->error_name ? f->error_name : "error", f->error_code);
     } else {

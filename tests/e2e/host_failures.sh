@@ -46,6 +46,15 @@ R=$(first_report "$LAST")
 check calloc_overflow_reported [ -n "$R" ]
 [ -n "$R" ] && check calloc_overflow_fields [ "$(json_get "$R" 'r["failure"]["api"], r["failure"]["size"], r["failure"]["count"]')" = "calloc None 9223372036854775807" ]
 
+# The header shows calloc as the program called it: nmemb and the element size, not the total twice.
+OOMTRACE_OPTIONS_EXTRA=max_reports=10 same_output calloc_calls_same calloc_calls
+for call in "calloc(536870912, 1)" "calloc(1, 536870912)" "calloc(65536, 8192)" "calloc(9223372036854775807, 4)"; do
+    n=$(echo "$call" | tr -c 'a-z0-9\n' _)
+    check "calloc_header_$n" grep -qF "$call failed: ENOMEM (12)" "$LAST/log.txt"
+done
+check calloc_header_not_total_twice sh -c "! grep -q 'calloc(536870912, 536870912)' '$LAST/log.txt'"
+check calloc_json_element_size [ "$(python3 -c 'import json,glob,sys; print(sorted(str((r["failure"]["size"], r["failure"]["count"], r["failure"]["element_size"])) for r in (json.load(open(p)) for p in glob.glob(sys.argv[1] + "/oomtrace.*.json"))))' "$LAST")" = "['(536870912, 1, 536870912)', '(536870912, 536870912, 1)', '(536870912, 65536, 8192)', '(None, 9223372036854775807, 4)']" ]
+
 same_output realloc_failure_same realloc
 R=$(first_report "$LAST")
 check realloc_failure_reported [ -n "$R" ]

@@ -43,6 +43,19 @@ static NOINLINE void mode_calloc_overflow(void)
     printf("calloc overflow -> %s errno=%s\n", p ? "ptr" : "NULL", strerror(errno));
 }
 
+/* calloc(n, 1), calloc(1, n), calloc(n, m) that cannot fit, and one whose product overflows. */
+static NOINLINE void mode_calloc_calls(void)
+{
+    cap_address_space(256);
+    size_t calls[4][2] = {{512u << 20, 1}, {1, 512u << 20}, {65536, 8192}, {SIZE_MAX / 2, 4}};
+    for (int i = 0; i < 4; i++) {
+        errno = 0;
+        void *p = calloc(calls[i][0], calls[i][1]);
+        printf("calloc(%zu, %zu) -> %s errno=%s\n", calls[i][0], calls[i][1], p ? "ptr" : "NULL", strerror(errno));
+        free(p);
+    }
+}
+
 static NOINLINE void grow_buffer(char **buf, size_t n)
 {
     errno = 0;
@@ -218,6 +231,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!strcmp(mode, "rlimit")) mode_rlimit();
     else if (!strcmp(mode, "calloc_overflow")) mode_calloc_overflow();
+    else if (!strcmp(mode, "calloc_calls")) mode_calloc_calls();
     else if (!strcmp(mode, "realloc")) mode_realloc();
     else if (!strcmp(mode, "memalign")) mode_memalign();
     else if (!strcmp(mode, "ok")) mode_ok();

@@ -163,6 +163,45 @@ TEST(overflow_and_absurd_sizes)
     EXPECT_CONTAINS(text, "negative or overflowed size");
 }
 
+/* The header shows calloc as the program called it (nmemb, size), as hooks_libc.c fills the record;
+ * the JSON keeps size as the total and adds element_size. */
+static void calloc_failure(uint64_t nmemb, uint64_t size)
+{
+    ot_failure_t f = {0};
+    f.api = "calloc";
+    f.count = nmemb;
+    f.elem_size = size;
+    f.size = size && nmemb > UINT64_MAX / size ? UINT64_MAX : nmemb * size;
+    f.error_code = ENOMEM;
+    f.error_name = "ENOMEM";
+    f.device_index = -1;
+    ot_report_failure(&f);
+}
+
+TEST(calloc_header_is_the_call)
+{
+    setup("calloc");
+    ot_opt.max_reports = 10;
+    calloc_failure(3763200, 1);
+    calloc_failure(1, 3763200);
+    calloc_failure(1000, 3763);
+    calloc_failure(1ull << 62, 8);
+    char path[400];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    char *text = slurp(path);
+    ASSERT(text);
+    EXPECT_CONTAINS(text, "calloc(3763200, 1) failed: ENOMEM (12)");
+    EXPECT_CONTAINS(text, "calloc(1, 3763200) failed: ENOMEM (12)");
+    EXPECT_CONTAINS(text, "calloc(1000, 3763) failed: ENOMEM (12)");
+    EXPECT_CONTAINS(text, "requested 3.6 MiB (3763000 bytes)");
+    EXPECT_CONTAINS(text, "calloc(4611686018427387904, 8) failed: ENOMEM (12)");
+    EXPECT(!strstr(text, "calloc(3763200, 3763200)"));
+    EXPECT(python_ok("import json,sys,glob; got=sorted([tuple(json.load(open(p))[\"failure\"][k] for k in (\"size\",\"count\",\"element_size\")) "
+                     "for p in glob.glob(sys.argv[1]+\"/r.*.json\")], key=str); "
+                     "want=sorted([(3763200,3763200,1),(3763200,1,3763200),(3763000,1000,3763),(None,1<<62,8)], key=str); "
+                     "assert got==want, got", dir));
+}
+
 TEST(flood_is_summarised)
 {
     setup("flood");
@@ -251,5 +290,5 @@ TEST(report_file_never_follows_symlinks)
     EXPECT(python_ok("import json,sys; r=json.load(open(sys.argv[1])); assert r[\"event\"]==\"snapshot\" and r[\"failure\"] is None and r[\"reason\"]==\"unit test\"", alt));
 }
 
-TEST_MAIN(failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, flood_is_summarised,
+TEST_MAIN(failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, calloc_header_is_the_call, flood_is_summarised,
           refusals_get_a_line_not_a_report, report_file_never_follows_symlinks)
