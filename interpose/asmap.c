@@ -343,6 +343,7 @@ static range_t *find(range_t *r, unsigned n, uint64_t a)
 
 void ot_asmap_block(ot_asmap_t *as, uint64_t addr, uint64_t size)
 {
+    as->blocks_known = true;
     if (addr >= P.heap_start && addr < P.heap_end) {
         as->cat[OT_AS_HEAP].live += size;
         return;
@@ -496,6 +497,7 @@ bool ot_asmap_read_self(ot_asmap_t *as, uint64_t requested, bool cuda_active, bo
     }
     syscall(SYS_close, fd);
     ot_live_walk(live_visit, as);
+    as->blocks_known = true;
     ot_asmap_end(as, requested);
     as->threads = count_threads();
     if (getrlimit(RLIMIT_STACK, &rl) == 0) as->rlimit_stack = rl.rlim_cur == RLIM_INFINITY ? -1 : (int64_t)rl.rlim_cur;
@@ -584,9 +586,11 @@ bool ot_asmap_diagnose(const ot_asmap_t *as, uint64_t requested, ot_line_sink_t 
             ot_buf_puts(&b, ": load fewer or smaller libraries, or raise the limit");
             break;
         case OT_AS_ANON:
-            ot_buf_puts(&b, "anonymous mappings made outside malloc take ");
+            ot_buf_puts(&b, as->blocks_known ? "anonymous mappings made outside malloc take "
+                                             : "anonymous mappings (malloc's large blocks among them: no block "
+                                               "records here) take ");
             ot_buf_bytes(&b, c->bytes);
-            ot_buf_printf(&b, " in %llu mappings", (unsigned long long)c->count);
+            ot_buf_printf(&b, " in %llu mapping%s", (unsigned long long)c->count, c->count == 1 ? "" : "s");
             if (c->ntop) {
                 ot_buf_printf(&b, " (largest %s, ", c->top[0].name);
                 ot_buf_bytes(&b, c->top[0].bytes);

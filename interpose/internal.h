@@ -408,6 +408,7 @@ typedef struct {
 } ot_as_cat_t;
 typedef struct {
     bool known;
+    bool blocks_known;        /* the live blocks were looked up (else malloc's large blocks count as anonymous) */
     int pointer_bits;
     uint64_t total, mappings; /* bytes and lines of maps */
     int64_t limit;            /* RLIMIT_AS, -1 none */

@@ -54,7 +54,8 @@ static void text_address_space(ot_buf_t *b, const ot_asmap_t *as)
         case OT_AS_HEAP:
             ot_buf_puts(b, ": [heap] ");
             ot_buf_bytes(b, as->heap_brk);
-            ot_buf_printf(b, " and %llu mappings of large blocks; ", (unsigned long long)as->heap_mappings);
+            ot_buf_printf(b, " and %llu mapping%s of large blocks; ", (unsigned long long)as->heap_mappings,
+                          as->heap_mappings == 1 ? "" : "s");
             ot_buf_bytes(b, c->live);
             ot_buf_puts(b, " live");
             break;

@@ -7,6 +7,15 @@ cc=${CC:-cc}
 if ! echo '#include <libunwind.h>' | "$cc" -E -x c - >/dev/null 2>&1; then need+=(libunwind-dev); fi
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v make >/dev/null 2>&1 || need+=(make)
+# Optional: gcc-multilib for the 32-bit build of the host OOM example (tests/e2e/asmap.sh skips,
+# saying why, without it). Installed when we can; never fails the build.
+if ! echo 'int main(void){return 0;}' | "$cc" -m32 -x c - -o /dev/null >/dev/null 2>&1 &&
+   [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "oomtrace: installing gcc-multilib (optional: the 32-bit test)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-multilib >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-multilib >/dev/null 2>&1; } ||
+        echo "oomtrace: gcc-multilib could not be installed; the 32-bit test will be skipped" >&2
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "oomtrace: installing missing build dependencies: ${need[*]}"

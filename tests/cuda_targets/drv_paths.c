@@ -2,12 +2,16 @@
  * including the virtual memory API's physical allocations (device and host located), with known
  * amounts live at a snapshot, then all freed.
  *   drv_paths        the normal run
- *   drv_paths oom    device, VMM and pool allocations that cannot fit */
+ *   drv_paths oom    device, VMM and pool allocations that cannot fit
+ *   drv_paths vlimit an address-space limit (ulimit -v) after cuInit: a host malloc fails, and the
+ *                    driver's virtual reservation is what fills the address space */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda.h"
 #include "oomtrace.h"
+#include "../targets/cap_as.h"
 
 #define MiB (1ull << 20)
 #define CK(x)                                                                 \
@@ -37,6 +41,16 @@ int main(int argc, char **argv)
     CUmemoryPool pool;
     CK(cuDeviceGetDefaultMemPool(&pool, dev));
     CUstream s = NULL;
+    if (argc > 1 && !strcmp(argv[1], "vlimit")) {
+        CUdeviceptr d;
+        CK(cuMemAlloc(&d, 64 * MiB));
+        if (cap_address_space(16 * MiB)) return 2;
+        void *p = malloc(64 * MiB);
+        printf("malloc(%llu) -> %s\n", 64 * MiB, p ? "ptr" : "NULL");
+        free(p);
+        CK(cuMemFree(d));
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "oom")) {
         CUdeviceptr d;
         CUmemGenericAllocationHandle h;

@@ -19,6 +19,10 @@
  *   OT_FAKE_CUDA_DRIVER_VERSION    what cuDriverGetVersion says (13000)
  *   OT_FAKE_CUDA_HIDE=a,b          base names cuGetProcAddress pretends not to know
  *   OT_FAKE_CUDA_TRACE=1           log every cuGetProcAddress lookup to stderr
+ *   OT_FAKE_CUDA_VA_RESERVE=4G     virtual address space cuInit reserves, as the real driver does for
+ *                                  its unified address range (PROT_NONE, MAP_NORESERVE: no memory);
+ *                                  if it cannot (ulimit -v), cuInit fails with OUT_OF_MEMORY as the
+ *                                  real one does
  *   OT_FAKE_CUDA_FABRIC=0          1: cuMemCreate grants fabric handles (an IMEX channel); without
  *                                  one the real driver answers CUDA_ERROR_NOT_PERMITTED (H200, 580) */
 #define OT_FAKE_CUDA_IMPL 1
@@ -50,6 +54,7 @@ static struct {
     char hide[512];
     int trace;
     int fabric;
+    unsigned long long va_reserve;
 } cfg = {.once = PTHREAD_ONCE_INIT};
 
 static _Atomic int initialized;
@@ -81,6 +86,7 @@ static void load_cfg(void)
     cfg.driver_version = (int)env_size("OT_FAKE_CUDA_DRIVER_VERSION", 13000);
     cfg.trace = (int)env_size("OT_FAKE_CUDA_TRACE", 0);
     cfg.fabric = (int)env_size("OT_FAKE_CUDA_FABRIC", 0);
+    cfg.va_reserve = env_size("OT_FAKE_CUDA_VA_RESERVE", 4ull << 30);
     const char *n = getenv("OT_FAKE_GPU_NAME");
     snprintf(cfg.name, sizeof cfg.name, "%s", n && *n ? n : "oomtrace fake GPU");
     const char *h = getenv("OT_FAKE_CUDA_HIDE");
@@ -231,6 +237,18 @@ API CUresult cuInit(unsigned int flags)
     config();
     if (flags) return CUDA_ERROR_INVALID_VALUE;
     if (cfg.init_error) return (CUresult)cfg.init_error;
+    static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+    static void *reserved;
+    pthread_mutex_lock(&init_lock);
+    if (!reserved && cfg.va_reserve) {
+        void *p = mmap(NULL, cfg.va_reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            pthread_mutex_unlock(&init_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        reserved = p;
+    }
+    pthread_mutex_unlock(&init_lock);
     initialized = 1;
     return CUDA_SUCCESS;
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Where the address space went: programs that fill it with one kind of mapping each (arenas, thread
+# stacks, a file mapped whole, an anonymous pool, a library's bss, the heap, the CUDA driver's
+# reservation) fail a malloc under RLIMIT_AS; each report names that kind first, with its figures
+# to within a few pages, and the diagnosis that follows. And a 32-bit build of the host OOM example.
+. "$(dirname "$0")/lib.sh"
+T=$OT_BUILD/targets/as_hogs
+MiB=$((1 << 20)); PAGE=4096
+
+# first_kind REPORT: the largest category other than the request itself
+first_kind() { json_get "$1" "[c['kind'] for c in r['address_space']['categories'] if c['kind'] != 'requested'][0]"; }
+# cat_field REPORT KIND EXPR: EXPR on category c of KIND (None when absent)
+cat_field() { json_get "$1" "next(($3 for c in r['address_space']['categories'] if c['kind'] == '$2'), None)"; }
+# near A B TOLERANCE: |A - B| <= TOLERANCE
+near() { [ "$1" != None ] && [ $(( $1 > $2 ? $1 - $2 : $2 - $1 )) -le "$3" ]; }
+
+hog() { # NAME ARGS...: runs as_hogs under the preload and plain; same output; sets R, LAST
+    local name=$1; shift
+    local d; d=$(newdir "$name")
+    ( cd "$d" && timeout 60 "$T" "$@" >plain.txt 2>/dev/null ); local prc=$?
+    run_preloaded "$d" "$T" "$@"
+    if [ "$prc" = 0 ] && [ "$RC" = 0 ] && cmp -s "$d/plain.txt" "$d/out.txt" && grep -q "malloc(67108864) -> NULL" "$d/out.txt"
+    then pass "${name}_program_sees_same"; else fail "${name}_program_sees_same" "status $prc vs $RC: $(head -c 300 "$d/err.txt")"; fi
+    LAST=$d; R=$(first_report "$d")
+    [ -n "$R" ] || fail "${name}_report" "no JSON in $d"
+}
+no_batch_advice() { # NAME: the batch-size advice is for a heap that fills the space only
+    check "${1}_no_batch_size_advice" sh -c "! grep -q 'reduce the batch size' '$LAST/log.txt'"
+}
+
+hog arenas arenas
+if [ -n "$R" ]; then
+    check arenas_named_first [ "$(first_kind "$R")" = malloc_arenas ]
+    check arenas_eight_of_64MiB [ "$(cat_field "$R" malloc_arenas '(c["count"], c["bytes"])')" = "(8, $((512 * MiB)))" ]
+    check arenas_diagnosis grep -q "glibc malloc arenas reserve 512.0 MiB of address space in 8 arenas .*: set MALLOC_ARENA_MAX=2 or raise the limit" "$LAST/log.txt"
+    check arenas_text_line grep -q "^oomtrace:   glibc malloc arenas 512.0 MiB (.*) in 8 arenas" "$LAST/log.txt"
+    no_batch_advice arenas
+fi
+
+hog stacks stacks
+if [ -n "$R" ]; then
+    check stacks_named_first [ "$(first_kind "$R")" = thread_stacks ]
+    check stacks_41_counted [ "$(cat_field "$R" thread_stacks 'c["count"]')" = 41 ]
+    b=$(cat_field "$R" thread_stacks 'c["bytes"]')
+    # 40 stacks of RLIMIT_STACK (8 MiB) and a guard page each, and the main thread's [stack]
+    check stacks_bytes near "$b" $((40 * (8 * MiB + PAGE))) $((2 * MiB))
+    check stacks_diagnosis grep -q "41 threads' stacks take 32[0-9].[0-9] MiB" "$LAST/log.txt"
+    check stacks_threads_counted [ "$(json_get "$R" 'r["address_space"]["threads"]')" = 41 ]
+    no_batch_advice stacks
+fi
+
+hog file file data.bin
+if [ -n "$R" ]; then
+    check file_named_first [ "$(first_kind "$R")" = files ]
+    check file_by_name [ "$(cat_field "$R" files 'c["top"][0]["name"].endswith("/data.bin")')" = True ]
+    check file_bytes near "$(cat_field "$R" files 'c["top"][0]["bytes"]')" $((1024 * MiB)) $((2 * PAGE))
+    check file_diagnosis grep -q "/data.bin is mapped whole (1.0 GiB)" "$LAST/log.txt"
+    no_batch_advice file
+fi
+
+hog pool pool
+if [ -n "$R" ]; then
+    check pool_named_first [ "$(first_kind "$R")" = anonymous ]
+    check pool_largest_mapping near "$(cat_field "$R" anonymous 'c["top"][0]["bytes"]')" $((512 * MiB)) $((2 * PAGE))
+    check pool_diagnosis grep -q "anonymous mappings made outside malloc take 51[0-9].[0-9] MiB" "$LAST/log.txt"
+    no_batch_advice pool
+fi
+
+hog bss bss "$OT_BUILD/targets/libbigbss.so"
+if [ -n "$R" ]; then
+    check bss_named_first [ "$(first_kind "$R")" = libraries ]
+    check bss_library_by_name [ "$(cat_field "$R" libraries 'c["top"][0]["name"].endswith("/libbigbss.so")')" = True ]
+    # the 512 MiB bss and the library's own few pages
+    check bss_bytes near "$(cat_field "$R" libraries 'c["top"][0]["bytes"]')" $((512 * MiB)) $((8 * PAGE))
+    check bss_diagnosis grep -q "(largest: libbigbss.so 512.0 MiB, its bss included)" "$LAST/log.txt"
+    no_batch_advice bss
+fi
+
+hog heap heap
+if [ -n "$R" ]; then
+    check heap_named_first [ "$(first_kind "$R")" = heap ]
+    check heap_live [ "$(cat_field "$R" heap 'c["live"]')" = $((512 * MiB)) ]
+    check heap_batch_advice grep -q "or reduce the batch size or model size" "$LAST/log.txt"
+    check heap_call_sites grep -q "this process's live heap is 512.0 MiB in 8 blocks" "$LAST/log.txt"
+fi
+
+# The CUDA driver's reservation (the double reserves 4 GiB at cuInit, PROT_NONE and MAP_NORESERVE,
+# as the real driver does): no address-space limit leaves room for CUDA.
+DBL=$OT_BUILD/doubles
+if [ -x "$OT_BUILD/cuda_targets/drv_paths" ] && [ -e "$DBL/libcuda.so.1" ]; then
+    d=$(newdir cuda_vlimit)
+    LD_LIBRARY_PATH=$DBL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} run_preloaded "$d" "$OT_BUILD/cuda_targets/drv_paths" vlimit
+    R=$(first_report "$d")
+    check cuda_vlimit_runs grep -q "malloc(67108864) -> NULL" "$d/out.txt"
+    check_report cuda_reservation_named_first "$d" [ "$(first_kind "$R")" = cuda_reserved ]
+    check_report cuda_reservation_bytes "$d" [ "$(cat_field "$R" cuda_reserved 'c["bytes"]')" = $((4096 * MiB)) ]
+    check cuda_diagnosis grep -q "the CUDA driver maps 4.0 GiB of virtual address space: an address-space limit (ulimit -v, a scheduler's vmem limit) cannot work with CUDA" "$d/log.txt"
+else
+    skip cuda_reservation "CUDA test doubles not built (make tests)"
+fi
+
+# A 32-bit build of the host OOM example. liboomtrace is 64-bit only (its unwinder and the hooks'
+# atomics are x86-64's), so a 32-bit test double saves the program's maps where its malloc fails
+# and the 64-bit parser and writers (asmap_dump) write up that address space with pointer_bits 32.
+d=$(newdir host_oom32)
+if ! gcc -m32 -std=gnu11 -D_GNU_SOURCE -O1 -g -Iinclude -o "$d/host_oom32" "$OT_ROOT/examples/host_oom.c" 2>"$d/cc.txt" ||
+   ! gcc -m32 -shared -fPIC -O1 -o "$d/maps32.so" "$OT_ROOT/tests/doubles/maps_at_failure.c" 2>>"$d/cc.txt"; then
+    skip host_oom_32bit "gcc -m32 cannot build here (Debian: apt-get install gcc-multilib): $(head -c 200 "$d/cc.txt")"
+elif [ ! -x "$OT_BUILD/tests/tools/asmap_dump" ]; then
+    skip host_oom_32bit "build/tests/tools/asmap_dump not built (make tests)"
+else
+    # batch 700: 233 MiB of weights, 813 MiB of conv1, then 2.6 GiB for pool1: past 4 GiB
+    ( cd "$d" && OT_MAPS_OUT="$d/maps.txt" LD_PRELOAD="$d/maps32.so" timeout 60 ./host_oom32 --batch 700 >out.txt 2>err.txt )
+    check host_oom32_fails_as_caffe grep -q "Check failed: \*ptr host allocation of size" "$d/err.txt"
+    if [ -s "$d/maps.txt" ]; then
+        req=$(sed -n '1s/# request //p' "$d/maps.txt")
+        "$OT_BUILD/tests/tools/asmap_dump" "$d/maps.txt" 32 "$req" "$d/r.json" >"$d/log.txt"
+        check host_oom32_report_names_32bit grep -q "a 32-bit process can address at most 3–4 GiB, this one has .* in use: run a 64-bit build" "$d/log.txt"
+        # Without the tracker's records malloc's large blocks are anonymous mappings: the weights and
+        # conv1's output, merged by the kernel, a page or so each of chunk header and rounding.
+        check host_oom32_blocks_named_first [ "$(first_kind "$d/r.json")" = anonymous ]
+        w=$(sed -n 's/.*Loaded \([0-9]*\) bytes of weights/\1/p' "$d/out.txt")
+        check host_oom32_blocks_bytes near "$(cat_field "$d/r.json" anonymous 'c["bytes"]')" $(( ${w:-0} + 700 * 96 * 55 * 55 * 4 )) $((16 * PAGE))
+        check host_oom32_pointer_bits [ "$(json_get "$d/r.json" 'r["address_space"]["pointer_bits"], r["host_memory"]["pointer_bits"]')" = "32 32" ]
+        check host_oom32_requested [ "$(cat_field "$d/r.json" requested 'c["bytes"]')" = "$req" ]
+    else
+        fail host_oom32_maps_saved "the 32-bit double saved no maps: $(head -c 300 "$d/err.txt")"
+    fi
+fi
