@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "report_internal.h"
 
 #include "malloc_counter.h"
 
@@ -300,6 +300,71 @@ TEST(a_million_blocks_quickly)
     EXPECT_EQ_U(as.cat[OT_AS_HEAP].live + as.cat[OT_AS_ARENAS].live, 32000000);
 }
 
+/* The whole host diagnosis (report_diag.c) with the breakdown: under RLIMIT_AS the batch-size advice
+ * comes only where the heap fills the space; a 32-bit process (seed 001) is told to run a 64-bit
+ * build, with or without a limit. */
+static ot_report_t rep;
+static const char *report_diag(const ot_asmap_t *a, int bits, int64_t rlimit, uint64_t req)
+{
+    static char all[8192];
+    memset(&rep, 0, sizeof rep);
+    static ot_failure_t f;
+    memset(&f, 0, sizeof f);
+    f.api = "malloc";
+    f.size = req;
+    f.error_code = 12;
+    f.error_name = "ENOMEM";
+    rep.f = &f;
+    rep.mem.mem_total = rep.mem.mem_available = 64ll << 30;
+    rep.mem.rlimit_as = rlimit;
+    rep.mem.rlimit_data = rep.mem.cgroup_limit = rep.mem.cgroup_usage = -1;
+    rep.mem.vm_size = rep.mem.vm_data = (int64_t)a->total;
+    rep.mem.ptr_bits = bits;
+    rep.as = a;
+    nlines = 0;
+    ot_report_diagnose(&rep, sink, NULL);
+    all[0] = 0;
+    for (unsigned i = 0; i < nlines; i++) strcat(strcat(all, lines[i]), "\n");
+    return all;
+}
+
+TEST(report_diagnosis_batch_advice_only_for_the_heap)
+{
+    threaded_text(); /* a file mapped whole, arenas, stacks: not the heap */
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_end(&as, 3763200);
+    const char *d = report_diag(&as, 64, (int64_t)as.total, 3763200);
+    EXPECT_CONTAINS(d, "RLIMIT_AS ");
+    EXPECT_CONTAINS(d, "/data/imagenet_mean.bin is mapped whole (1.0 GiB)");
+    EXPECT_CONTAINS(d, "glibc malloc arenas reserve 512.0 MiB of address space in 8 arenas");
+    EXPECT_CONTAINS(d, "try: raise the address-space limit (ulimit -v; the job scheduler's vmem limit)\n");
+    EXPECT(!strstr(d, "batch size"));
+    /* the heap holds it all: the advice is back */
+    tlen = 0;
+    add(0x555501000000, 0x555511000000, "rw-p", "[heap]");
+    parse(&as, tlen, 64, false, 0);
+    ot_asmap_block(&as, 0x555501000100, 200 * MiB);
+    ot_asmap_end(&as, 3763200);
+    d = report_diag(&as, 64, (int64_t)as.total, 3763200);
+    EXPECT_CONTAINS(d, "or reduce the batch size or model size");
+}
+
+TEST(report_diagnosis_32_bit)
+{
+    tlen = 0;
+    add(0x08048000, 0x08050000, "r-xp", "/usr/bin/classification");
+    add(0x09000000, 0x49000000, "rw-p", "[heap]");
+    add(0x60000000, 0xb0000000, "rw-p", NULL);
+    parse(&as, tlen, 32, false, 0);
+    ot_asmap_block(&as, 0x09000100, 900 * MiB);
+    ot_asmap_block(&as, 0x60000010, 1200 * MiB);
+    ot_asmap_end(&as, 3763200);
+    const char *d = report_diag(&as, 32, -1, 3763200);
+    EXPECT_CONTAINS(d, "a 32-bit process can address at most 3\xe2\x80\x93" "4 GiB, this one has 2.3 GiB in use: run a 64-bit build");
+    EXPECT(!strstr(d, "no limit explains it"));
+}
+
 TEST_MAIN(categories_of_a_threaded_process, lines_split_anywhere_give_the_same_result,
           own_mappings_and_cuda_reservations, diagnosis_arenas_and_stacks, diagnosis_file_mapped_whole_and_heap,
-          diagnosis_cuda_reservation, diagnosis_32_bit, this_process_without_malloc, a_million_blocks_quickly)
+          diagnosis_cuda_reservation, diagnosis_32_bit, this_process_without_malloc, a_million_blocks_quickly,
+          report_diagnosis_batch_advice_only_for_the_heap, report_diagnosis_32_bit)
