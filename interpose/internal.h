@@ -497,6 +497,13 @@ typedef struct ot_crash {
     uint64_t mono_ns;     /* CLOCK_MONOTONIC at delivery */
     uintptr_t ips[OT_MAX_FRAMES]; /* the interrupted context's stack (ot_stack_capture_signal) */
     unsigned depth;
+    /* The program's own handler ran on this thread shortly before (glog, faulthandler: print, reset
+     * to SIG_DFL, raise again): what it was handed. */
+    bool chained;
+    int first_signo, first_code;
+    bool first_has_addr;
+    uintptr_t first_addr, first_pc;
+    uint64_t first_ns; /* CLOCK_MONOTONIC */
 } ot_crash_t;
 void ot_signals_init(void); /* from ot_init: our handlers, the main thread's alternate stack */
 bool ot_signals_manages(int sig);

@@ -268,7 +268,8 @@ void ot_report_crash(const ot_crash_t *c)
         ot_buf_puts(&b, " at address ");
         ot_buf_hex(&b, c->addr);
     }
-    if (c->sent) ot_buf_printf(&b, " sent by pid %d", c->sender_pid);
+    if (c->sent && c->sender_pid == (int)syscall(SYS_getpid)) ot_buf_puts(&b, " raised by this process");
+    else if (c->sent) ot_buf_printf(&b, " sent by pid %d (uid %d)", c->sender_pid, c->sender_uid);
     ot_buf_cstr(&b);
     R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
     R.depth = c->depth;

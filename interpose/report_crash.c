@@ -49,9 +49,23 @@ void ot_report_crash_text(const ot_report_t *r, ot_buf_t *b)
     } else {
         ot_buf_puts(b, "oomtrace: no allocation failed before the signal\n");
     }
+    if (c->chained) {
+        ot_buf_printf(b, "oomtrace: the program's own handler ran first, ");
+        put_elapsed(b, c->mono_ns > c->first_ns ? c->mono_ns - c->first_ns : 0);
+        ot_buf_printf(b, " before, for %s (%s)", ot_signal_name(c->first_signo),
+                      ot_signal_code_name(c->first_signo, c->first_code));
+        if (c->first_has_addr) {
+            ot_buf_puts(b, " at address ");
+            ot_buf_hex(b, c->first_addr);
+        }
+        if (c->first_pc) {
+            ot_buf_puts(b, " in ");
+            ot_report_put_where(b, ot_report_frame(c->first_pc + 1));
+        }
+        ot_buf_puts(b, ", then raised it again\n");
+    }
     if (c->stack_overflow)
         ot_buf_puts(b, "oomtrace: stack overflow: the fault address lies just below the thread's stack pointer\n");
-    if (c->sent) ot_buf_printf(b, "oomtrace: sent by pid %d (uid %d)\n", c->sender_pid, c->sender_uid);
     ot_buf_puts(b, "oomtrace: crashing thread:\n");
     if (r->depth) ot_report_text_stack(b, r->ips, r->depth);
     else ot_buf_puts(b, "oomtrace:   (no stack: the thread was inside the unwinder)\n");
@@ -76,6 +90,24 @@ void ot_report_crash_json(const ot_report_t *r, ot_buf_t *b)
     ot_buf_json_i64_or_null(b, c->sent ? c->sender_pid : -1);
     ot_buf_printf(b, ",\"thread\":%ld,\"stack\":", c->tid);
     ot_report_json_stack(b, r->ips, r->depth);
+    ot_buf_puts(b, ",\"program_handler_first\":");
+    if (c->chained) {
+        ot_buf_puts(b, "{\"signal\":");
+        ot_buf_json_str(b, ot_signal_name(c->first_signo));
+        ot_buf_puts(b, ",\"code\":");
+        ot_buf_json_str(b, ot_signal_code_name(c->first_signo, c->first_code));
+        ot_buf_puts(b, ",\"address\":");
+        if (c->first_has_addr) {
+            ot_buf_putc(b, '"');
+            ot_buf_hex(b, c->first_addr);
+            ot_buf_putc(b, '"');
+        } else {
+            ot_buf_puts(b, "null");
+        }
+        ot_buf_printf(b, ",\"us_before\":%llu}", (unsigned long long)((c->mono_ns - c->first_ns) / 1000));
+    } else {
+        ot_buf_puts(b, "null");
+    }
     ot_buf_puts(b, ",\"failures_before\":[");
     for (unsigned i = 0; i < r->n_recent; i++) {
         const ot_failure_note_t *n = &r->recent[i];

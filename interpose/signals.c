@@ -45,7 +45,12 @@ static struct {
 static int snapshot_sig;
 static _Atomic int enabled; /* ot_signals_init has run and found sigaction */
 static void (*glibc_restorer)(void);
-static sigset_t intr_set; /* siginterrupt(sig, 1) for managed signals: signal() then omits SA_RESTART */
+static sigset_t intr_set;
+/* Linux 5.11 and later drop the flag bits they do not know (SA_INTERRUPT that sysv_signal passes,
+ * SA_UNSUPPORTED); what a program reads back must too. Probed at start-up. */
+#define UAPI_SA_FLAGS                                                                              \
+    (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_RESTORER)
+static int kept_flags = ~0; /* siginterrupt(sig, 1) for managed signals: signal() then omits SA_RESTART */
 
 /* ---------------------------------------------------------------- names */
 
@@ -219,7 +224,7 @@ int ot_signals_sigaction(int sig, const struct sigaction *act, struct sigaction 
         /* Read the program's struct before any lock: a bad pointer faults here, as in libc. */
         np.handler = (void *)act->sa_handler;
         ot_memcpy(&np.mask, &act->sa_mask, sizeof np.mask);
-        np.flags = act->sa_flags | SA_RESTORER; /* what glibc hands the kernel */
+        np.flags = (act->sa_flags | SA_RESTORER) & kept_flags; /* what glibc hands the kernel, as it keeps it */
         np.restorer = glibc_restorer;
         sigdelset(&np.mask, SIGKILL);
         sigdelset(&np.mask, SIGSTOP);
@@ -246,6 +251,8 @@ int ot_signals_sigaction(int sig, const struct sigaction *act, struct sigaction 
     }
     if (old) {
         old->sa_handler = (void (*)(int))prev.handler;
+        /* glibc copies a whole sigset_t of which the kernel filled the first 64 bits. */
+        ot_memset(&old->sa_mask, 0, sizeof old->sa_mask);
         ot_memcpy(&old->sa_mask, &prev.mask, KSIGSET_BYTES);
         old->sa_flags = prev.flags;
         old->sa_restorer = prev.restorer;
@@ -325,6 +332,14 @@ typedef struct ot_sigthread {
 
 static OT_TLS ot_sigthread_t *thr;
 static OT_TLS int crash_reporting; /* this thread is writing a crash report */
+/* The last crash signal this thread handed to the program's handler (a few stores per delivery:
+ * the JVM takes thousands of them). */
+static OT_TLS struct {
+    int signo, code;
+    bool has_addr;
+    uintptr_t addr, pc;
+    uint64_t ns;
+} last_chained;
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static ot_sigthread_t *pool_free;
 static pthread_key_t thr_key;
@@ -519,6 +534,15 @@ report:
         if (c.addr + 65536 >= sp && c.addr < sp + 256) c.stack_overflow = true;
     }
 #endif
+    if (last_chained.signo && c.mono_ns - last_chained.ns < 1000000000ull) {
+        c.chained = true;
+        c.first_signo = last_chained.signo;
+        c.first_code = last_chained.code;
+        c.first_has_addr = last_chained.has_addr;
+        c.first_addr = last_chained.addr;
+        c.first_pc = last_chained.pc;
+        c.first_ns = last_chained.ns;
+    }
     c.depth = uc ? ot_stack_capture_signal(c.ips, ot_opt.stack_depth ? ot_opt.stack_depth : OT_MAX_FRAMES, uc) : 0;
     ot_in_hook++;
     ot_report_crash(&c);
@@ -553,6 +577,16 @@ static void ot_signal_handler(int sig, siginfo_t *si, void *ucv)
                 write_prog(sig, &q);
             }
             unlock_sig(sig);
+        }
+        if (sig != snapshot_sig) {
+            last_chained.signo = sig;
+            last_chained.code = si ? si->si_code : 0;
+            last_chained.has_addr = si && si->si_code > 0 && sig != SIGABRT;
+            last_chained.addr = si ? (uintptr_t)si->si_addr : 0;
+#if defined(__x86_64__)
+            last_chained.pc = uc ? (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] : 0;
+#endif
+            last_chained.ns = mono_ns();
         }
         errno = saved_errno;
         if (p.flags & SA_SIGINFO) ((void (*)(int, siginfo_t *, void *))p.handler)(sig, si, ucv);
@@ -609,9 +643,15 @@ void ot_signals_init(void)
     ot_memset(&probe, 0, sizeof probe);
     probe.sa_handler = SIG_IGN;
     if (!ot_opt.crash_signals && !snapshot_sig) return;
-    if (real_sigaction(SIGWINCH, NULL, &prev) == 0 && real_sigaction(SIGWINCH, &prev, NULL) == 0 &&
-        real_sigaction(SIGWINCH, NULL, &probe) == 0 && (probe.sa_flags & SA_RESTORER))
-        glibc_restorer = probe.sa_restorer;
+    if (real_sigaction(SIGWINCH, NULL, &prev) == 0) {
+        struct sigaction t = prev;
+        t.sa_flags |= 0x20000000; /* SA_INTERRUPT: a bit no kernel knows */
+        if (real_sigaction(SIGWINCH, &t, NULL) == 0 && real_sigaction(SIGWINCH, NULL, &probe) == 0) {
+            if (probe.sa_flags & SA_RESTORER) glibc_restorer = probe.sa_restorer;
+            if (!(probe.sa_flags & 0x20000000)) kept_flags = UAPI_SA_FLAGS;
+        }
+        real_sigaction(SIGWINCH, &prev, NULL);
+    }
     sigset_t saved;
     mask_all(&saved);
     if (ot_opt.crash_signals)
