@@ -519,6 +519,7 @@ void *ot_signals_thread_prepare(void *(*fn)(void *), void *arg);
 void *ot_signals_thread_start(void *rec);
 void ot_signals_thread_abandon(void *rec);
 uint64_t ot_signals_stacks_mapped(void); /* alternate stacks mapped so far (reuse: tests) */
+void ot_signals_reset_for_test(void);     /* unit tests: as before start-up */
 const char *ot_signal_name(int sig);                 /* "SIGSEGV"; "SIGRT" for real-time ones */
 const char *ot_signal_code_name(int sig, int code);  /* "SEGV_MAPERR", "SI_USER", "?" */
 int ot_signal_parse(const char *s, size_t n);        /* "SIGUSR2", "USR2", "12" -> 12; -1 bad */

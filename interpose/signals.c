@@ -609,6 +609,10 @@ static void manage(int sig)
     struct sigaction cur;
     if (real_sigaction(sig, NULL, &cur) != 0) return;
     if (!glibc_restorer && (cur.sa_flags & SA_RESTORER)) glibc_restorer = cur.sa_restorer;
+    if ((void *)cur.sa_sigaction == (void *)ot_signal_handler) { /* ours already (tests start again) */
+        ot_memset(&cur, 0, sizeof cur);
+        cur.sa_handler = SIG_DFL;
+    }
     prog_act_t p;
     p.handler = (void *)cur.sa_handler;
     ot_memset(&p.mask, 0, sizeof p.mask);
@@ -658,21 +662,23 @@ void ot_signals_init(void)
         for (unsigned i = 0; i < sizeof crash_sigs / sizeof crash_sigs[0]; i++) manage(crash_sigs[i]);
     if (snapshot_sig) manage(snapshot_sig);
     mask_set(&saved);
-    thr_key_ok = pthread_key_create(&thr_key, thr_exit) == 0;
-    pthread_atfork(NULL, NULL, atfork_child);
+    static bool once;
+    if (!once) {
+        once = true;
+        thr_key_ok = pthread_key_create(&thr_key, thr_exit) == 0;
+        pthread_atfork(NULL, NULL, atfork_child);
+    }
     atomic_store_explicit(&enabled, 1, memory_order_release);
     /* The main thread's stack, where it has none. */
-    if (ot_opt.crash_signals) {
+    if (ot_opt.crash_signals && !thr) {
         ot_sigthread_t *t = thr_get();
         if (t) thr_attach(t);
     }
 }
 
-#ifdef OT_SIGNALS_TEST
-/* Unit tests: drop every record (the kernel's dispositions are the test's to restore). */
+/* Unit tests: forget every record, as before start-up (the kernel keeps what it has). */
 void ot_signals_reset_for_test(void)
 {
-    for (int i = 0; i < _NSIG; i++) S[i].managed = false;
     atomic_store(&enabled, 0);
+    for (int i = 0; i < _NSIG; i++) S[i].managed = false;
 }
-#endif
