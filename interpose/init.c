@@ -91,6 +91,7 @@ void ot_init(void)
     }
     ot_stack_init();
     pthread_atfork(NULL, NULL, atfork_child);
+    ot_signals_init();
     ot_in_hook--;
     __atomic_store_n(&ot_state.initialized, 2, __ATOMIC_RELEASE);
 }

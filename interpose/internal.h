@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #define OT_VERSION "0.1.0"
@@ -220,6 +221,11 @@ unsigned ot_stack_capture_at(uintptr_t *ips, unsigned max, const ot_origin_t *or
 /* libunwind's exact walk from an origin (failure reports): no frames rather than a guess if the
  * origin is not among the first frames of the walk. */
 unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin_t *origin);
+/* The stack of a signal's interrupted context (the ucontext_t a SA_SIGINFO handler gets), with
+ * libunwind's signal-safe unw_init_local2(UNW_INIT_SIGNAL_FRAME). ips[0] is the interrupted pc + 1
+ * (the writers look a return address up at ip - 1), the rest return addresses. 0 where this thread
+ * was inside libunwind already (its lock may be held). */
+unsigned ot_stack_capture_signal(uintptr_t *ips, unsigned max, void *ucontext);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
 void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by address */
 /* unwind.c: the DWARF-CFI walker behind ot_stack_capture. Frame 0 is (ip, sp, bp); returns the
@@ -331,6 +337,8 @@ typedef struct {
     unsigned top_sites;        /* sites listed per report */
     bool cuda;                 /* intercept CUDA */
     bool verbose;
+    bool crash_signals;        /* report on SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP (signals.c) */
+    int snapshot_signal;       /* a snapshot report on this signal; 0 = off */
 } ot_options_t;
 extern OT_HIDDEN ot_options_t ot_opt;
 void ot_options_defaults(ot_options_t *o);
@@ -510,6 +518,19 @@ typedef struct {
     unsigned skip;          /* without an origin: frames of the hook to drop from the failing stack */
 } ot_failure_t;
 
+/* The last few reported or counted allocation failures, for a later crash report ("aborted 0.3 ms
+ * after cudaMalloc(837538000) failed, report PATH"). */
+#define OT_RECENT_FAILURES 4
+typedef struct {
+    uint64_t mono_ns;       /* CLOCK_MONOTONIC when it failed */
+    const char *api;        /* a string literal of the hook */
+    uint64_t size;
+    const char *error_name;
+    bool device;
+    int device_index;
+    char report[600];       /* its JSON report, "" when none (max_reports, report=none) */
+} ot_failure_note_t;
+
 /* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. A refused
  * request (f->refused) gets one line in the log, for the first few and then at powers of two. */
 void ot_report_failure(const ot_failure_t *f);
@@ -519,6 +540,11 @@ unsigned ot_report_failures_total(void);
 void ot_report_exit_summary(void); /* one line to the log if failures were suppressed */
 /* After fork, in the child: a report that another thread was writing is abandoned. */
 void ot_report_atfork_child(void);
+/* From signals.c's handler: the crash report (event "crash"), and a snapshot (snapshot_signal=).
+ * Signal-safe: never waits on a report this thread was writing, at most ~1 s on another's; no dlopen. */
+struct ot_crash;
+void ot_report_crash(const struct ot_crash *c);
+void ot_report_snapshot_signal(const char *reason);
 /* Filled by the CUDA family when it is active (cuda_probe.c); returns number of devices written
  * (focus_device first when >= 0). may_load: false on a host-allocation failure, where the heap
  * may be exhausted: then nothing may be dlopen'ed (NVML is used only if already loaded). */
@@ -542,6 +568,49 @@ bool ot_ready(void);
 extern OT_TLS int ot_in_hook;
 /* Single path for internal warnings (capped, raw write to stderr). */
 void ot_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------------ signals.c
+ * Crash signals and signal chaining (see the file's top comment). The hooks of hooks_signal.c call
+ * these; each behaves as the libc function it stands for (errno, return value, old disposition). */
+typedef struct ot_crash {
+    int signo, code;
+    const char *signame;  /* "SIGSEGV" */
+    const char *codename; /* "SEGV_MAPERR", "SI_USER", "?" */
+    bool has_addr;        /* a fault: addr is si_addr */
+    uintptr_t addr;
+    bool sent;            /* sent by a process (si_code <= 0): sender_pid/uid */
+    int sender_pid, sender_uid;
+    bool stack_overflow;  /* the fault address lies just below the stack pointer */
+    long tid;
+    uint64_t mono_ns;     /* CLOCK_MONOTONIC at delivery */
+    uintptr_t ips[OT_MAX_FRAMES]; /* the interrupted context's stack (ot_stack_capture_signal) */
+    unsigned depth;
+    /* The program's own handler ran on this thread shortly before (glog, faulthandler: print, reset
+     * to SIG_DFL, raise again): what it was handed. */
+    bool chained;
+    int first_signo, first_code;
+    bool first_has_addr;
+    uintptr_t first_addr, first_pc;
+    uint64_t first_ns; /* CLOCK_MONOTONIC */
+} ot_crash_t;
+void ot_signals_init(void); /* from ot_init: our handlers, the main thread's alternate stack */
+bool ot_signals_manages(int sig);
+struct sigaction;
+int ot_signals_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+void *ot_signals_signal(int sig, void *handler, bool sysv); /* signal/bsd_signal/ssignal, sysv_signal */
+void *ot_signals_sigset(int sig, void *disp);
+int ot_signals_siginterrupt(int sig, int flag);
+int ot_signals_sigaltstack(const stack_t *ss, stack_t *old);
+/* pthread_create: a record for the new thread (NULL: start fn directly), its start routine, and the
+ * record given back where pthread_create failed. */
+void *ot_signals_thread_prepare(void *(*fn)(void *), void *arg);
+void *ot_signals_thread_start(void *rec);
+void ot_signals_thread_abandon(void *rec);
+uint64_t ot_signals_stacks_mapped(void); /* alternate stacks mapped so far (reuse: tests) */
+void ot_signals_reset_for_test(void);     /* unit tests: as before start-up */
+const char *ot_signal_name(int sig);                 /* "SIGSEGV"; "SIGRT" for real-time ones */
+const char *ot_signal_code_name(int sig, int code);  /* "SEGV_MAPERR", "SI_USER", "?" */
+int ot_signal_parse(const char *s, size_t n);        /* "SIGUSR2", "USR2", "12" -> 12; -1 bad */
 
 /* ------------------------------------------------------------------ resolve.c
  * The real dlsym, found with dlvsym so that our own exported dlsym wrapper (hooks_dlsym.c) is never

@@ -19,6 +19,8 @@ void ot_options_defaults(ot_options_t *o)
     o->top_sites = 10;
     o->cuda = true;
     o->verbose = false;
+    o->crash_signals = true;
+    o->snapshot_signal = 0;
 }
 
 static bool key_is(const char *k, size_t kl, const char *name)
@@ -65,7 +67,7 @@ static bool set_string(char *dst, size_t cap, const char *v, size_t n)
 int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
 {
     static const char keys[] = "valid keys are report, log, stacks, stack_depth, sample_bytes, stack_min_bytes, "
-                               "max_reports, top_sites, cuda, verbose";
+                               "max_reports, top_sites, cuda, verbose, crash_signals, snapshot_signal";
     int errors = 0;
     if (!s) return 0;
     while (*s) {
@@ -153,6 +155,24 @@ int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
                 errors++;
             } else {
                 o->verbose = b;
+            }
+        } else if (key_is(k, kl, "crash_signals")) {
+            if (!parse_bool(v, vl, &b)) {
+                bad(err, k, kl, v, vl, "valid values are 0 and 1");
+                errors++;
+            } else {
+                o->crash_signals = b;
+            }
+        } else if (key_is(k, kl, "snapshot_signal")) {
+            int sig = (vl == 1 && v[0] == '0') || (vl == 3 && !ot_strncmp(v, "off", 3)) ? 0 : ot_signal_parse(v, vl);
+            if (sig < 0 || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+                sig == SIGILL || sig == SIGABRT || sig == SIGTRAP) {
+                bad(err, k, kl, v, vl,
+                    "expected a signal name or number such as SIGUSR2, USR2 or 12 (not SIGKILL, SIGSTOP or a crash "
+                    "signal), or 0 for off");
+                errors++;
+            } else {
+                o->snapshot_signal = sig;
             }
         } else {
             bad(err, k, kl, NULL, 0, keys);

@@ -25,6 +25,10 @@ static _Atomic unsigned refusals_total; /* refused requests (f->refused): not fa
 static inline bool refusal_has_line(unsigned n) { return n <= REFUSALS_IN_FULL || (n & (n - 1)) == 0; }
 
 static ot_report_t R; /* guarded by report_busy */
+static _Atomic long report_owner; /* tid holding report_busy: a signal on that thread must not wait */
+/* The last allocation failures (ring, under report_busy), for a later crash report. */
+static ot_failure_note_t recent[OT_RECENT_FAILURES];
+static unsigned recent_count;
 
 static int open_new_file(const char *path)
 {
@@ -73,7 +77,44 @@ static bool lock_report(bool wait)
         if (!wait || i > 20000) return false;
         sched_yield();
     }
+    atomic_store_explicit(&report_owner, (long)syscall(SYS_gettid), memory_order_relaxed);
     return true;
+}
+
+static void unlock_report(void)
+{
+    atomic_store_explicit(&report_owner, 0, memory_order_relaxed);
+    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+}
+
+/* From a signal handler: never on a report this thread was writing (it would wait on itself), at
+ * most wait_ms on another thread's, sleeping (that thread may be the one the signal interrupts
+ * last, on one CPU). */
+static bool lock_report_signal(long wait_ms)
+{
+    if (atomic_load_explicit(&report_owner, memory_order_relaxed) == (long)syscall(SYS_gettid)) return false;
+    for (long i = 0; atomic_flag_test_and_set_explicit(&report_busy, memory_order_acquire); i++) {
+        if (i >= wait_ms) return false;
+        struct timespec ts = {0, 1000000};
+        syscall(SYS_nanosleep, &ts, NULL);
+    }
+    atomic_store_explicit(&report_owner, (long)syscall(SYS_gettid), memory_order_relaxed);
+    return true;
+}
+
+/* Under report_busy. report: the JSON path, "" for none. */
+static void note_failure(const ot_failure_t *f, const char *report)
+{
+    ot_failure_note_t *n = &recent[recent_count++ % OT_RECENT_FAILURES];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n->mono_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    n->api = f->api;
+    n->size = f->size;
+    n->error_name = f->error_name;
+    n->device = f->device;
+    n->device_index = f->device_index;
+    ot_strlcpy(n->report, report, sizeof n->report);
 }
 
 
@@ -128,7 +169,7 @@ static void note_refusal(const ot_failure_t *f)
         ot_buf_flush(&b);
     }
     ot_in_hook--;
-    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+    unlock_report();
 }
 
 void ot_report_failure(const ot_failure_t *f)
@@ -156,6 +197,10 @@ void ot_report_failure(const ot_failure_t *f)
                 ot_buf_flush(&b);
             }
         }
+        if (lock_report(false)) {
+            note_failure(f, "");
+            unlock_report();
+        }
         errno = saved;
         return;
     }
@@ -181,8 +226,9 @@ void ot_report_failure(const ot_failure_t *f)
         }
     }
     emit();
+    note_failure(f, R.json_path);
     ot_in_hook--;
-    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+    unlock_report();
     errno = saved;
 }
 
@@ -201,9 +247,68 @@ int ot_report_event(const char *event, const char *reason)
     emit();
     int n = (int)R.report_no;
     ot_in_hook--;
-    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+    unlock_report();
     errno = saved;
     return n;
+}
+
+void ot_report_crash(const ot_crash_t *c)
+{
+    int saved = errno;
+    if (!lock_report_signal(1000)) {
+        errno = saved;
+        return;
+    }
+    ot_in_hook++;
+    static char reason[160];
+    ot_buf_t b;
+    ot_buf_init(&b, reason, sizeof reason, -1);
+    ot_buf_printf(&b, "%s (signal %d, %s)", c->signame, c->signo, c->codename);
+    if (c->has_addr) {
+        ot_buf_puts(&b, " at address ");
+        ot_buf_hex(&b, c->addr);
+    }
+    if (c->sent && c->sender_pid == (int)syscall(SYS_getpid)) ot_buf_puts(&b, " raised by this process");
+    else if (c->sent) ot_buf_printf(&b, " sent by pid %d (uid %d)", c->sender_pid, c->sender_uid);
+    ot_buf_cstr(&b);
+    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
+    R.depth = c->depth;
+    ot_memcpy(R.ips, c->ips, sizeof R.ips);
+    R.in_signal = true;
+    R.crash = c;
+    unsigned have = recent_count < OT_RECENT_FAILURES ? recent_count : OT_RECENT_FAILURES;
+    for (unsigned i = 0; i < have; i++)
+        R.recent[i] = recent[(recent_count - have + i) % OT_RECENT_FAILURES];
+    R.n_recent = have;
+    ot_report_gather(&R, "crash", NULL, reason);
+    R.suppressed_failures = atomic_load(&failures_suppressed);
+    emit();
+    R.crash = NULL;
+    R.in_signal = false;
+    R.n_recent = 0;
+    ot_in_hook--;
+    unlock_report();
+    errno = saved;
+}
+
+void ot_report_snapshot_signal(const char *reason)
+{
+    int saved = errno;
+    if (!lock_report_signal(100)) {
+        errno = saved;
+        return;
+    }
+    ot_in_hook++;
+    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
+    R.depth = 0;
+    R.in_signal = true;
+    ot_report_gather(&R, "snapshot", NULL, reason);
+    R.suppressed_failures = atomic_load(&failures_suppressed);
+    emit();
+    R.in_signal = false;
+    ot_in_hook--;
+    unlock_report();
+    errno = saved;
 }
 
 void ot_report_exit_summary(void)
@@ -224,13 +329,14 @@ void ot_report_exit_summary(void)
             ot_buf_printf(&b, "oomtrace: at exit: %u refused requests in all (not shortages of memory)\n", refused);
         ot_buf_flush(&b);
     }
-    atomic_flag_clear_explicit(&report_busy, memory_order_release);
+    unlock_report();
 }
 
 unsigned ot_report_failures_total(void) { return atomic_load(&failures_total); }
 
 void ot_report_atfork_child(void)
 {
+    atomic_store(&report_owner, 0);
     atomic_flag_clear(&report_busy);
     if (log_fd > 2) syscall(SYS_close, log_fd); /* the child writes to a file of its own */
     log_fd = -2;

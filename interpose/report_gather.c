@@ -36,7 +36,8 @@ void ot_report_gather(ot_report_t *r, const char *event, const ot_failure_t *f, 
     for (unsigned k = 0; k < OT_KIND_COUNT; k++) ot_live_totals_kind(k, &r->by_kind[k]);
     r->ndev = 0;
     r->focus = -1;
-    if (ot_opt.cuda && ot_cuda_active()) {
+    /* Not from a signal handler: the driver's and NVML's locks may be held by the interrupted code. */
+    if (ot_opt.cuda && ot_cuda_active() && !r->in_signal) {
         int focus = f && f->device ? f->device_index : -1;
         r->ndev = ot_cuda_probe_devices(r->devices, OT_REPORT_MAX_DEVICES, focus, f ? f->device : true);
         if (r->ndev < 0) r->ndev = 0;

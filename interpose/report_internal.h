@@ -50,6 +50,11 @@ typedef struct {
     char json_path[600]; /* where the JSON report went, "" for none */
     long tid;
     time_t when;
+    bool in_signal; /* written from a signal handler: nothing may be loaded (NVML) */
+    /* event "crash" (report_crash.c): the signal, and the allocation failures before it */
+    const ot_crash_t *crash;
+    ot_failure_note_t recent[OT_RECENT_FAILURES]; /* oldest first */
+    unsigned n_recent;
 } ot_report_t;
 
 /* ---------------------------------------------------------------- report_gather.c */
@@ -64,6 +69,12 @@ void ot_report_diagnose(const ot_report_t *r, ot_diag_sink_t sink, void *ctx);
 /* ---------------------------------------------------------------- report_text.c, report_json.c */
 void ot_report_write_text(const ot_report_t *r, int fd);
 void ot_report_write_json(const ot_report_t *r, int fd);
+
+/* ---------------------------------------------------------------- report_crash.c
+ * The crash section of each writer (r->crash set): the signal, the story with the failures before
+ * it, the crashing thread's stack. */
+void ot_report_crash_text(const ot_report_t *r, ot_buf_t *b);
+void ot_report_crash_json(const ot_report_t *r, ot_buf_t *b); /* ,"crash":{...} */
 
 /* ---------------------------------------------------------------- report_fmt.c
  * Pieces the writers share. Not thread-safe: one report at a time (report.c's lock, or the

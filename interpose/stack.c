@@ -41,20 +41,36 @@
  * in between; and the checking build's verify). */
 #define OT_STACK_SEEK 12
 
+/* Set while this thread is inside libunwind: a crash there (its global lock held) must not unwind
+ * again from the signal handler (ot_stack_capture_signal). */
+static OT_TLS int in_libunwind;
+
 /* Walks the stack with unw_step. `ret` is the return address into the frame the caller wants as
  * frame 0; everything inside libunwind and this file is dropped by looking for it, so a change in
  * inlining cannot shift the stack. `fallback` is the positional index of that frame if `ret` is
  * not among the first OT_STACK_SEEK frames (it always is on x86-64; belt and braces). */
+static OT_NOINLINE unsigned stack_walk_locked(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ret,
+                                              unsigned fallback, unw_context_t *ucp);
 static OT_NOINLINE unsigned stack_walk(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ret,
                                        unsigned fallback)
 {
     unw_context_t uc;
+    if (max == 0 || unw_getcontext(&uc) != 0) return 0;
+    in_libunwind++;
+    unsigned n = stack_walk_locked(ips, max, skip, ret, fallback, &uc);
+    in_libunwind--;
+    return n;
+}
+
+static OT_NOINLINE unsigned stack_walk_locked(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ret,
+                                              unsigned fallback, unw_context_t *ucp)
+{
     unw_cursor_t cur;
     unw_word_t ip;
     unsigned n = 0, seen = 0;
     bool seeking = true;
 
-    if (max == 0 || unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0) return 0;
+    if (unw_init_local(&cur, ucp) != 0) return 0;
     for (;;) {
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0) break;
         if (seeking) {
@@ -62,7 +78,7 @@ static OT_NOINLINE unsigned stack_walk(uintptr_t *ips, unsigned max, unsigned sk
                 seeking = false;
             } else if (++seen >= OT_STACK_SEEK) {
                 /* Not found: restart and count frames instead (or give up: fallback ~0u). */
-                if (fallback == ~0u || unw_init_local(&cur, &uc) != 0) return 0;
+                if (fallback == ~0u || unw_init_local(&cur, ucp) != 0) return 0;
                 for (unsigned i = 0; i < fallback; i++)
                     if (unw_step(&cur) <= 0) return 0;
                 seeking = false;
@@ -107,7 +123,9 @@ static OT_NOINLINE unsigned stack_backtrace(uintptr_t *ips, unsigned max, unsign
 
     want = max + skip + OT_STACK_SEEK;
     if (want > cap || want < max) want = cap;
+    in_libunwind++;
     int r = unw_backtrace(tmp, (int)want);
+    in_libunwind--;
     got = r > 0 ? (unsigned)r : 0;
     while (first < got && first < OT_STACK_SEEK && (uintptr_t)tmp[first] != ret) first++;
     if (first == got || first == OT_STACK_SEEK) {
@@ -313,10 +331,31 @@ void ot_stack_init(void)
     done = 1;
 }
 
+unsigned ot_stack_capture_signal(uintptr_t *ips, unsigned max, void *ucontext)
+{
+    unw_cursor_t cur;
+    unw_word_t ip;
+    unsigned n = 0;
+    if (max == 0 || in_libunwind) return 0;
+    in_libunwind++;
+    /* On x86-64 unw_context_t is the ucontext_t itself: the signal frame's registers. */
+    if (unw_init_local2(&cur, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) == 0) {
+        while (n < max && unw_get_reg(&cur, UNW_REG_IP, &ip) == 0 && ip != 0) {
+            ips[n] = (uintptr_t)ip + (n == 0); /* frame 0: the pc itself, not a return address */
+            n++;
+            if (unw_step(&cur) <= 0) break;
+        }
+    }
+    in_libunwind--;
+    return n;
+}
+
 void ot_stack_flush(void)
 {
     /* After dlclose: libunwind's global cache is keyed by address, and new code may be mapped
      * where the closed library was. */
+    in_libunwind++;
     unw_flush_cache(unw_local_addr_space, 0, 0);
+    in_libunwind--;
     ot_unwind_flush();
 }

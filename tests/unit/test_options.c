@@ -95,4 +95,26 @@ TEST(templates)
     EXPECT_STR(out, want);
 }
 
-TEST_MAIN(defaults, valid_items, bad_items_named_and_defaults_kept, templates)
+TEST(signal_options)
+{
+    ot_options_t o;
+    char err[512];
+    EXPECT(parse("", &o, err, sizeof err) == 0);
+    EXPECT(o.crash_signals && o.snapshot_signal == 0); /* crash reports on, snapshots off */
+    EXPECT(parse("snapshot_signal=SIGUSR2:crash_signals=0", &o, err, sizeof err) == 0);
+    EXPECT(o.snapshot_signal == SIGUSR2 && !o.crash_signals);
+    EXPECT(parse("snapshot_signal=USR1", &o, err, sizeof err) == 0 && o.snapshot_signal == SIGUSR1);
+    EXPECT(parse("snapshot_signal=12", &o, err, sizeof err) == 0 && o.snapshot_signal == 12);
+    EXPECT(parse("snapshot_signal=off", &o, err, sizeof err) == 0 && o.snapshot_signal == 0);
+    const char *bad[] = {"snapshot_signal=SIGSEGV", "snapshot_signal=KILL", "snapshot_signal=99",
+                         "snapshot_signal=SIGFOO", "snapshot_signal="};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        EXPECT(parse(bad[i], &o, err, sizeof err) == 1);
+        EXPECT_CONTAINS(err, bad[i]);
+        EXPECT(o.snapshot_signal == 0); /* default kept */
+        EXPECT(strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+    }
+    EXPECT(parse("crash_signals=maybe", &o, err, sizeof err) == 1 && o.crash_signals);
+}
+
+TEST_MAIN(defaults, valid_items, bad_items_named_and_defaults_kept, templates, signal_options)

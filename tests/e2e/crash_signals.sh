@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Crash signals (issue 29 §4, snapshot_signal of §5): each crash signal gets a crash report and the
+# same wait status as without the preload (core bit included: ulimit -c, cores kept in the test's
+# temporary directories); the program's own handlers, installed before or after the library, still
+# run (own exit, siglongjmp, SA_RESETHAND, glog-style reset-and-raise, SIG_IGN and exec);
+# Python's faulthandler and the JVM's NullPointerExceptions; stack overflow, double free, an abort
+# after a failed allocation (the story line); fork/vfork/posix_spawn; a SIGSEGV sent from outside;
+# snapshots on snapshot_signal= while the program runs.
+. "$(dirname "$0")/lib.sh"
+T=$OT_BUILD/targets
+for f in "$OT_LIB" "$T/crash" "$T/waitstatus" "$T/libsig_early.so"; do
+    [ -e "$f" ] || { fail crash_signals "missing $f (run make tests)"; exit 1; }
+done
+ulimit -c unlimited 2>/dev/null || ulimit -c 0
+
+# plain DIR CMD...: CMD without the preload; stdout+stderr and the status line into DIR/out.txt
+plain() {
+    local dir=$1; shift
+    ( cd "$dir" && timeout "${OT_TIMEOUT:-60}" "$T/waitstatus" "$@" >"$dir/out.txt" 2>&1 )
+}
+# preloaded DIR CMD...: the same under the preload (reports and log into DIR)
+preloaded() {
+    local dir=$1; shift
+    local opts="report=$dir/oomtrace.%p.%n.json:log=$dir/log.txt"
+    [ -n "${OOMTRACE_OPTIONS_EXTRA:-}" ] && opts="$opts:$OOMTRACE_OPTIONS_EXTRA"
+    ( cd "$dir" && LD_PRELOAD="${PRELOAD_FIRST:+$PRELOAD_FIRST:}$OT_LIB" OOMTRACE_OPTIONS="$opts" \
+        timeout "${OT_TIMEOUT:-60}" "$T/waitstatus" "$@" >"$dir/out.txt" 2>&1 )
+}
+status_of() { grep '^waitstatus:' "$1/out.txt"; }
+# same NAME A B: the two runs printed the same (addresses aside: ASLR) and ended the same way
+same() {
+    if [ -n "$(status_of "$2")" ] && cmp -s <(sed -E 's/0x[0-9a-f]+/0x?/g' "$2/out.txt") <(sed -E 's/0x[0-9a-f]+/0x?/g' "$3/out.txt"); then
+        pass "$1"
+    else
+        fail "$1" "without: $(tr '\n' '|' <"$2/out.txt" | head -c 400) with: $(tr '\n' '|' <"$3/out.txt" | head -c 400)"
+    fi
+}
+# pair NAME ARGS...: runs `crash ARGS` both ways into $OT_TMP/NAME.{plain,pre}; sets A and B
+pair() {
+    local name=$1; shift
+    A=$(newdir "$name.plain"); B=$(newdir "$name.pre")
+    plain "$A" "$T/crash" "$@"
+    preloaded "$B" "$T/crash" "$@"
+}
+crash_report() { for r in "$1"/oomtrace.*.json; do [ -e "$r" ] && grep -q '"event":"crash"' "$r" && echo "$r"; done | head -n 1; }
+# crash_field NAME DIR EXPR EXPECTED: a field of DIR's crash report
+crash_field() {
+    local r; r=$(crash_report "$2")
+    if [ -z "$r" ]; then fail "$1" "no crash report in $2 (log: $(head -c 300 "$2/log.txt" 2>/dev/null))"; return; fi
+    local got; got=$(json_get "$r" "$3")
+    if [ "$got" = "$4" ]; then pass "$1"; else fail "$1" "$3 = $got, expected $4"; fi
+}
+
+# ---------------------------------------------------------------- each crash signal
+for spec in segv:SIGSEGV:SEGV_MAPERR bus:SIGBUS:BUS_ADRERR fpe:SIGFPE:FPE_INTDIV ill:SIGILL:ILL_ILLOPN \
+            abrt:SIGABRT:SI_TKILL trap:SIGTRAP:SI_KERNEL; do
+    IFS=: read -r mode sig code <<<"$spec"
+    pair "sig_$mode" "$mode"
+    same "crash_${mode}_status" "$A" "$B"
+    crash_field "crash_${mode}_report" "$B" "(r['crash']['signal'], r['crash']['code'])" "('$sig', '$code')"
+    grep -q "crash: $sig (signal" "$B/log.txt" 2>/dev/null && pass "crash_${mode}_text" ||
+        fail "crash_${mode}_text" "no '$sig' crash line in the text log"
+done
+case "$(status_of "$OT_TMP/sig_segv.plain")" in
+*"core 1") pass crash_core_bit_meaningful ;;
+*) skip crash_core_bit_meaningful "no core dump even without the preload (ulimit -c or core_pattern here): the core bit was compared, both 0" ;;
+esac
+r=$(crash_report "$OT_TMP/sig_segv.pre")
+if [ -n "$r" ] && json_get "$r" "[f['function'] for f in r['crash']['stack']][:1]" | grep -q "do_segv\|main"; then
+    pass crash_stack_from_ucontext
+else
+    fail crash_stack_from_ucontext "frame 0 of the crash stack is not the faulting function: $( [ -n "$r" ] && json_get "$r" "r['crash']['stack'][:2]")"
+fi
+crash_field crash_fault_address "$OT_TMP/sig_segv.pre" "r['crash']['address']" "0x10"
+
+# ---------------------------------------------------------------- what the program sees
+pair query query
+same sigaction_view_unchanged "$A" "$B"
+
+# ---------------------------------------------------------------- the program's handlers
+pair own own
+same handler_after_library "$A" "$B"
+[ -z "$(crash_report "$B")" ] && pass handler_after_no_report || fail handler_after_no_report "a crash report for a handled signal"
+A=$(newdir before.plain); B=$(newdir before.pre)
+( cd "$A" && LD_PRELOAD="$T/libsig_early.so" "$T/waitstatus" "$T/crash" before >"$A/out.txt" 2>&1 )
+PRELOAD_FIRST="$T/libsig_early.so" preloaded "$B" "$T/crash" before
+same handler_before_library "$A" "$B"
+grep -q "early handler ran" "$B/out.txt" && pass handler_before_ran || fail handler_before_ran "$(head -c 300 "$B/out.txt")"
+crash_field handler_before_then_report "$B" "r['crash']['program_handler_first']['code']" "SEGV_MAPERR"
+# The other order: the library first, the early library's constructor goes through the hook.
+B2=$(newdir before2.pre)
+( cd "$B2" && LD_PRELOAD="$OT_LIB:$T/libsig_early.so" OOMTRACE_OPTIONS="report=$B2/oomtrace.%p.%n.json:log=$B2/log.txt" \
+    "$T/waitstatus" "$T/crash" before >"$B2/out.txt" 2>&1 )
+same handler_before_library_other_order "$A" "$B2"
+
+pair longjmp longjmp
+same handler_siglongjmp "$A" "$B"
+pair resethand resethand
+same handler_sa_resethand "$A" "$B"
+crash_field resethand_then_report "$B" "r['crash']['signal']" "SIGSEGV"
+pair glog glog
+same handler_glog_style "$A" "$B"
+crash_field glog_style_report "$B" "r['crash']['program_handler_first']['signal']" "SIGSEGV"
+if [ -e /usr/include/glog/logging.h ]; then
+    skip glog_real "libgoogle-glog-dev is installed but this test uses the glog-style target (same steps: print, SIG_DFL, raise)"
+else
+    skip glog_real "libgoogle-glog-dev not installed here; the glog-style target (print, reset SIG_DFL, raise) stands in"
+fi
+pair ignore ignore
+same sig_ign_kill_and_exec "$A" "$B"
+
+# ---------------------------------------------------------------- overflow, heap corruption, the story
+for mode in overflow thread_overflow; do
+    pair "$mode" "$mode"
+    same "stack_${mode}_status" "$A" "$B"
+    crash_field "stack_${mode}_report" "$B" "r['crash']['stack_overflow']" "True"
+done
+pair thread_segv thread_segv
+same thread_segv_status "$A" "$B"
+crash_field thread_segv_report "$B" "r['crash']['signal']" "SIGSEGV"
+pair double_free double_free
+same double_free_status "$A" "$B"
+r=$(crash_report "$B")
+if [ -n "$r" ] && json_get "$r" "[f['function'] for f in r['crash']['stack']]" | grep -q "'free'"; then
+    pass double_free_report
+else
+    fail double_free_report "no crash report through free: $(head -c 300 "$B/log.txt" 2>/dev/null)"
+fi
+pair fail_abort fail_abort
+same abort_after_failure_status "$A" "$B"
+first=$(ls "$B"/oomtrace.*.1.json 2>/dev/null | head -n 1)
+if [ -n "$first" ] && grep -Eq "^oomtrace: aborted [0-9.]+ (us|ms|s) after malloc\(70368744177664\) failed, report $first\$" "$B/log.txt"; then
+    pass abort_after_failure_story
+else
+    fail abort_after_failure_story "no story line naming $first: $(grep -m1 'aborted' "$B/log.txt" 2>/dev/null)"
+fi
+crash_field abort_after_failure_json "$B" "(r['crash']['failures_before'][-1]['api'], r['crash']['failures_before'][-1]['report'] == '$first')" "('malloc', True)"
+
+# ---------------------------------------------------------------- children
+pair fork fork
+same fork_vfork_spawn "$A" "$B"
+n=$(for r in "$B"/oomtrace.*.json; do grep -l '"event":"crash"' "$r"; done 2>/dev/null | wc -l)
+[ "$n" -eq 3 ] && pass fork_children_reports || fail fork_children_reports "expected 3 crash reports (fork, vfork+exec, posix_spawn children), found $n"
+
+# ---------------------------------------------------------------- a SIGSEGV sent from outside
+outside() { # DIR PRELOAD?: starts `crash wait`, kills it with SIGSEGV once it is ready
+    local dir=$1 pre=$2
+    (
+        cd "$dir"
+        if [ "$pre" = 1 ]; then
+            LD_PRELOAD="$OT_LIB" OOMTRACE_OPTIONS="report=$dir/oomtrace.%p.%n.json:log=$dir/log.txt" \
+                "$T/waitstatus" "$T/crash" wait >"$dir/out.txt" 2>&1 &
+        else
+            "$T/waitstatus" "$T/crash" wait >"$dir/out.txt" 2>&1 &
+        fi
+        w=$!
+        for _ in $(seq 100); do grep -q ready "$dir/out.txt" 2>/dev/null && break; sleep 0.05; done
+        pkill -SEGV -P "$w" 2>/dev/null || kill -SEGV "$(pgrep -P "$w")"
+        echo "$BASHPID" >"$dir/killer"
+        wait "$w"
+    )
+}
+A=$(newdir kill.plain); B=$(newdir kill.pre)
+outside "$A" 0; outside "$B" 1
+same kill_from_outside_status "$A" "$B"
+crash_field kill_from_outside_report "$B" "(r['crash']['code'], r['crash']['address'], r['crash']['sender_pid'] is not None)" "('SI_USER', None, True)"
+
+# ---------------------------------------------------------------- snapshot_signal
+snap() { # DIR ARGS...: `crash snapshot` with a SIGUSR2 from outside while it waits in read()
+    local dir=$1; shift
+    local pre=$1; shift
+    (
+        cd "$dir"
+        if [ "$pre" = 1 ]; then
+            LD_PRELOAD="$OT_LIB" OOMTRACE_OPTIONS="report=$dir/oomtrace.%p.%n.json:log=$dir/log.txt:snapshot_signal=${SNAP:-SIGUSR2}" \
+                "$T/waitstatus" "$T/crash" snapshot "$@" >"$dir/out.txt" 2>&1 &
+        else
+            "$T/waitstatus" "$T/crash" snapshot "$@" >"$dir/out.txt" 2>&1 &
+        fi
+        w=$!
+        for _ in $(seq 100); do grep -q ready "$dir/out.txt" 2>/dev/null && break; sleep 0.02; done
+        kill -USR2 "$(pgrep -P "$w")" 2>/dev/null
+        wait "$w"
+    )
+}
+B=$(newdir snap.pre)
+SNAP=12 snap "$B" 1
+n=$(grep -l '"event":"snapshot"' "$B"/oomtrace.*.json 2>/dev/null | wc -l)
+if grep -q "^read 1$" "$B/out.txt" && grep -q "^done 1$" "$B/out.txt" && grep -q "waitstatus: exit 0" "$B/out.txt" && [ "$n" -eq 2 ]; then
+    pass snapshot_signal_while_running
+else
+    fail snapshot_signal_while_running "$n snapshot reports (expected 2); $(tr '\n' '|' <"$B/out.txt")"
+fi
+r=$(grep -l '"event":"snapshot"' "$B"/oomtrace.*.json 2>/dev/null | head -n 1)
+if [ -n "$r" ] && [ "$(json_get "$r" "r['live']['host']['bytes'] >= 1048576")" = True ]; then
+    pass snapshot_signal_live_totals
+else
+    fail snapshot_signal_live_totals "the snapshot does not count the 1 MiB block"
+fi
+A=$(newdir snaph.plain); B=$(newdir snaph.pre)
+snap "$A" 0 handler; snap "$B" 1 handler
+same snapshot_signal_program_handler "$A" "$B"
+e=$(LD_PRELOAD="$OT_LIB" OOMTRACE_OPTIONS="snapshot_signal=SIGSEGV:log=none:report=none" "$T/crash" bogus 2>&1 | grep -c "snapshot_signal")
+[ "$e" -eq 1 ] && pass snapshot_signal_bad_value || fail snapshot_signal_bad_value "$e messages about snapshot_signal=SIGSEGV"
+
+# ---------------------------------------------------------------- Python's faulthandler
+if command -v python3 >/dev/null; then
+    A=$(newdir py.plain); B=$(newdir py.pre)
+    plain "$A" python3 -X faulthandler -c 'import ctypes; ctypes.string_at(0)'
+    preloaded "$B" python3 -X faulthandler -c 'import ctypes; ctypes.string_at(0)'
+    same python_faulthandler_status "$A" "$B"
+    grep -q "Fatal Python error: Segmentation fault" "$B/out.txt" && pass python_faulthandler_traceback ||
+        fail python_faulthandler_traceback "$(head -c 300 "$B/out.txt")"
+    crash_field python_faulthandler_report "$B" "r['crash']['program_handler_first']['code']" "SEGV_MAPERR"
+else
+    skip python_faulthandler "python3 not found"
+fi
+
+# ---------------------------------------------------------------- the JVM
+if command -v java >/dev/null && command -v javac >/dev/null; then
+    J=$(newdir java)
+    cat >"$J/Npe.java" <<'EOF'
+public class Npe {
+    static String s;
+    public static void main(String[] a) {
+        long caught = 0;
+        for (int i = 0; i < 200000; i++) {
+            try { if (s.length() == 5) caught--; } catch (NullPointerException e) { caught++; }
+        }
+        System.out.println("caught " + caught);
+        System.exit(3);
+    }
+}
+EOF
+    if (cd "$J" && javac Npe.java 2>"$J/javac.txt"); then
+        A=$(newdir java.plain); B=$(newdir java.pre)
+        plain "$A" java -Xss1m -cp "$J" Npe
+        preloaded "$B" java -Xss1m -cp "$J" Npe
+        same jvm_null_pointer_exceptions "$A" "$B"
+        [ -z "$(crash_report "$B")" ] && pass jvm_no_crash_report || fail jvm_no_crash_report "a crash report for the JVM's own SIGSEGVs"
+    else
+        skip jvm_null_pointer_exceptions "javac failed: $(head -c 200 "$J/javac.txt")"
+    fi
+else
+    skip jvm_null_pointer_exceptions "no java/javac here (scripts/deps.sh does not install a JDK: it is large)"
+fi
+
+# ---------------------------------------------------------------- Go
+if command -v go >/dev/null; then
+    skip go_signals "go is installed but this test has no Go program yet"
+else
+    skip go_signals "go not installed (Go installs its handlers with raw rt_sigaction: see README)"
+fi
