@@ -132,6 +132,8 @@ typedef struct {
     uint64_t closing_passes, reading_passes;
     uint64_t alone_passes; /* of those, passes made alone: one thread, signals blocked, plain stores */
     uint64_t mask_ns;      /* what blocking and restoring signals was measured to cost (0: not yet) */
+    uint64_t maps, unmaps; /* mmap and munmap calls the table made so far (its records' chunks too) */
+    uint64_t floor;        /* live count below which no shrink sizes the table now (0: none) */
 } ot_table_stats_t;
 void ot_table_stats(ot_table_stats_t *st);
 void ot_table_reset_for_test(void); /* unit tests only: drop everything */

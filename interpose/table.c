@@ -70,7 +70,8 @@
  *
  * Fork. The child keeps working. What other threads had in flight at the fork stays as it was: a
  * chunk of migration (re-swept by later operations), a table being created or unmapped (leaked,
- * shared copy-on-write with the parent), one count not yet applied (live off by one per such op). */
+ * shared copy-on-write with the parent), one count not yet applied (live off by one per such op), a
+ * migration's start claimed (gen_t.starting: that table then migrates once it is full). */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -149,6 +150,10 @@ static inline void read16(slot_t *s, uint64_t *k, uint64_t *v)
 #define SHRINK_PCT 20               /* live below which it migrates to a smaller one once live holds */
 #define SHRINK_LOW_PCT 5            /* live below which it migrates to a smaller one anyway */
 #define SHRINK_EVERY 1024u          /* removes per thread between shrink checks */
+/* The floor (see shrink_check): how long a live count that came back after a shrink keeps later
+ * shrinks from going below it, since the live count last came within half of it. */
+#define FLOOR_HOLD_NS 1000000000ull
+#define REGROW_NS 1000000000ull     /* a growth this soon after a shrink is a regrowth */
 #define LONG_PROBE 1024u
 
 typedef struct gen {
@@ -163,6 +168,8 @@ typedef struct gen {
     uint64_t grace_epoch;           /* set with next: epoch after the migration began (0: not yet) */
     uint64_t grace_ok;              /* no operation older than grace_epoch is left */
     uint64_t shrink_prev;           /* live at the last shrink check + 1 (0: none yet) */
+    uint64_t peak;                  /* the most live seen in this table (its sizing, shrink checks) */
+    uint64_t starting;              /* a thread is mapping the migration target (start_migration) */
 } gen_t;
 _Static_assert(sizeof(gen_t) <= HDR, "gen_t must fit in front of the slots");
 
@@ -200,12 +207,21 @@ static gen_t *g_root;
 static slot_t g_limbo_tab[LIMBO];
 static gen_t *g_limbo;
 static uint64_t g_pending; /* retired, not yet unmapped */
-static gen_t *g_spare; /* one reclaimed small table, kept for the next table of its size */
+/* Reclaimed tables kept for the next table of their size: any up to SPARE_MAX, and up to
+ * SPARE_SAME_MAX one of the root's size, which the next migration to drop tombstones maps again. */
+#define SPARES 2
+static gen_t *g_spare[SPARES];
 #define SPARE_MAX (256u * 1024u)
+#define SPARE_SAME_MAX (4u << 20)
 static uint64_t g_epoch = 1;
 static uint64_t g_ids;
 static uint64_t g_mapped, g_slots, g_gens; /* for stats */
 static uint64_t g_closing_passes, g_reading_passes, g_alone_passes;
+static uint64_t g_maps, g_unmaps; /* mmap and munmap calls (stats) */
+/* The floor: a live count that came back soon after a shrink (a regrowth, start_migration), below
+ * which no shrink sizes the table until FLOOR_HOLD_NS passed without the live count reaching half
+ * of it (g_floor_ns: when it last did). g_shrunk_*: the peak of the last table shrunk, and when. */
+static uint64_t g_floor, g_floor_ns, g_shrunk_peak, g_shrunk_ns;
 /* The root's slots and capacity for ot_table_prefetch, set whenever the root changes: a copy, because
  * the prefetch enters no operation, and reading g_root->cap could touch a table already unmapped. */
 static slot_t *g_pf_slots;
@@ -254,13 +270,18 @@ static void *map(size_t bytes)
     char *p = MAP_FAILED;
     if (bytes >= THP_BYTES) {
         char *q = mmap(NULL, bytes + THP_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        __atomic_fetch_add(&g_maps, 1, __ATOMIC_RELAXED);
         if (q != MAP_FAILED) {
             p = (char *)(((uintptr_t)q + THP_BYTES - 1) & ~(uintptr_t)(THP_BYTES - 1));
             if (p > q) munmap(q, (size_t)(p - q));
             munmap(p + bytes, (size_t)(q + THP_BYTES - p));
+            __atomic_fetch_add(&g_unmaps, 1 + (p > q), __ATOMIC_RELAXED);
         }
     }
-    if (p == MAP_FAILED) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        __atomic_fetch_add(&g_maps, 1, __ATOMIC_RELAXED);
+    }
     if (p == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
     if (bytes >= THP_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
@@ -272,6 +293,7 @@ static void *map(size_t bytes)
 static void unmap(void *p, size_t bytes)
 {
     munmap(p, bytes);
+    __atomic_fetch_add(&g_unmaps, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&g_mapped, bytes, __ATOMIC_RELAXED);
 }
 
@@ -330,15 +352,33 @@ static int64_t live_sum(void)
 }
 
 /* ------------------------------------------------------------------ table memory */
+/* A spare of a bytes (or slots) serves a table that wants b: from 1/16 less to half as much again.
+ * The live count a migration sizes for is never quite the same twice (handoff_server: tables of
+ * 34 to 48 pages in turn), so an exact match would map one anew nearly every time. A table made
+ * from a larger spare starts below FILL_PCT, at 34% at the least: only tables up to SPARE_SAME_MAX
+ * are kept, a few MiB more at the most. */
+static inline bool near_size(uint64_t a, uint64_t b)
+{
+    return a >= b - b / 16 && a <= b + b / 2;
+}
+
 static gen_t *gen_new(uint64_t want_slots)
 {
     uint64_t bytes = (HDR + (want_slots + bits_slots(want_slots)) * sizeof(slot_t) + 4095) & ~4095ull;
     if (bytes < MIN_MAP) bytes = MIN_MAP;
     /* Churn of fresh addresses migrates a small table every few thousand inserts just to drop
      * tombstones: reusing the last one saves an mmap, its page faults and a munmap. */
-    gen_t *g = NULL, *exp = NULL;
-    if (bytes <= SPARE_MAX && (g = __atomic_exchange_n(&g_spare, NULL, __ATOMIC_ACQUIRE)) && g->map_bytes != bytes) {
-        if (!__atomic_compare_exchange_n(&g_spare, &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    gen_t *g = NULL;
+    for (int i = 0; i < SPARES && !g && bytes <= SPARE_SAME_MAX; i++) {
+        gen_t *exp = NULL;
+        /* Taken out before its size is read: only the taker may unmap it. */
+        if (!__atomic_load_n(&g_spare[i], __ATOMIC_RELAXED) || !(g = __atomic_exchange_n(&g_spare[i], NULL, __ATOMIC_ACQUIRE)))
+            continue;
+        if (near_size(g->map_bytes, bytes)) {
+            bytes = g->map_bytes;
+            break;
+        }
+        if (!__atomic_compare_exchange_n(&g_spare[i], &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
             unmap(g, g->map_bytes);
         g = NULL;
     }
@@ -366,11 +406,19 @@ static void gen_free(gen_t *g, bool keep)
 {
     __atomic_fetch_sub(&g_slots, g->cap, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&g_gens, 1, __ATOMIC_RELAXED);
-    gen_t *exp = NULL;
-    if (keep && g->map_bytes <= SPARE_MAX &&
-        __atomic_compare_exchange_n(&g_spare, &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-        return;
     int saved = errno;
+    /* g_pf_cap: the root's size (a copy: the root itself may be retired and unmapped meanwhile). */
+    if (keep && (g->map_bytes <= SPARE_MAX ||
+                 (g->map_bytes <= SPARE_SAME_MAX && near_size(g->cap, __atomic_load_n(&g_pf_cap, __ATOMIC_RELAXED))))) {
+        for (int i = 0; i < SPARES; i++) {
+            gen_t *exp = NULL;
+            if (__atomic_compare_exchange_n(&g_spare[i], &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
+        }
+        /* All kept: the newest replaces one in turn (a size a growth left behind is not met again). */
+        static unsigned turn;
+        g = __atomic_exchange_n(&g_spare[__atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) % SPARES], g, __ATOMIC_ACQ_REL);
+        if (!g) return;
+    }
     unmap(g, g->map_bytes);
     errno = saved;
 }
@@ -753,8 +801,66 @@ static bool sweep(gen_t *g)
     return true;
 }
 
-/* Start migrating g (grow, shrink, or drop tombstones; the size follows the live count). */
-static OT_NOINLINE void start_migration(gen_t *g)
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    int e = errno;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &t) != 0) t.tv_sec = t.tv_nsec = 0;
+    errno = e;
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The floor in force at now (0: none), refreshed where live came within half of it. */
+static uint64_t floor_at(uint64_t now, uint64_t live)
+{
+    uint64_t f = __atomic_load_n(&g_floor, __ATOMIC_RELAXED);
+    if (!f) return 0;
+    if (live * 2 >= f) {
+        __atomic_store_n(&g_floor_ns, now, __ATOMIC_RELAXED);
+        return f;
+    }
+    if (now - __atomic_load_n(&g_floor_ns, __ATOMIC_RELAXED) <= FLOOR_HOLD_NS) return f;
+    __atomic_store_n(&g_floor, 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void raise_peak(gen_t *g, uint64_t live)
+{
+    if (live > __atomic_load_n(&g->peak, __ATOMIC_RELAXED)) __atomic_store_n(&g->peak, live, __ATOMIC_RELAXED);
+}
+
+/* The live count a migration of g sizes its target for: live, or the floor. A growth within
+ * REGROW_NS of a shrink is a regrowth: the live count swings (a program that builds and frees a
+ * working set over and over, threads that hand their blocks on), and each swing would otherwise
+ * cost a shrink and a chain of growths, every one an mmap, a migration and a munmap with its TLB
+ * shootdown (bursty_pc: 333 mmap and 298 munmap calls in 2.9 s, against the program's own 13 and
+ * 5). The peak of the table shrunk, and a quarter more, becomes the floor: with room above the
+ * peaks, the migrations that only drop tombstones all size for the floor, and so each finds the
+ * table the last one retired as a spare (swinging_live_count_maps_bounded: 52 mmap calls in 290
+ * swings with the floor at the peak, where live reached above it now and then). */
+static uint64_t migration_size(gen_t *g, uint64_t live)
+{
+    uint64_t now = now_ns();
+    raise_peak(g, live);
+    uint64_t want = live * 100 / FILL_PCT;
+    if (want > g->cap && __atomic_load_n(&g_shrunk_ns, __ATOMIC_RELAXED) &&
+        now - __atomic_load_n(&g_shrunk_ns, __ATOMIC_RELAXED) <= REGROW_NS) {
+        uint64_t p = __atomic_load_n(&g_shrunk_peak, __ATOMIC_RELAXED);
+        p += p / 4;
+        if (p > __atomic_load_n(&g_floor, __ATOMIC_RELAXED)) __atomic_store_n(&g_floor, p, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_floor_ns, now, __ATOMIC_RELAXED);
+    }
+    uint64_t f = floor_at(now, live);
+    if (f > live) live = f;
+    want = live * 100 / FILL_PCT;
+    if (want < g->cap / 2) { /* a shrink: its peak is the floor if the count comes back */
+        __atomic_store_n(&g_shrunk_peak, __atomic_load_n(&g->peak, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+        __atomic_store_n(&g_shrunk_ns, now, __ATOMIC_RELAXED);
+    }
+    return want;
+}
+
+static void start_migration_as(gen_t *g)
 {
     for (;;) {
         gen_t *r = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
@@ -764,8 +870,9 @@ static OT_NOINLINE void start_migration(gen_t *g)
         }
         if (ld_next(g)) return;
         int64_t live = live_sum();
-        gen_t *n = gen_new((live > 0 ? (uint64_t)live : 0) * 100 / FILL_PCT);
+        gen_t *n = gen_new(migration_size(g, live > 0 ? (uint64_t)live : 0));
         if (!n) return;
+        __atomic_store_n(&n->peak, live > 0 ? (uint64_t)live : 0, __ATOMIC_RELAXED);
         gen_t *exp = NULL;
         if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
             gen_free(n, true); /* another thread started it first; ours was never visible */
@@ -774,6 +881,23 @@ static OT_NOINLINE void start_migration(gen_t *g)
         /* Threads that announce this epoch or a later one see g->next (grace_passed). */
         __atomic_store_n(&g->grace_epoch, __atomic_add_fetch(&g_epoch, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELEASE);
         return;
+    }
+}
+
+/* Start migrating g (grow, shrink, or drop tombstones; the size follows the live count, or the
+ * floor). Where g still has room (!full), only the first thread to get here maps the target:
+ * threads that crossed grow_at together each mapped one before, and all but one unmapped theirs
+ * again (handoff_server: two mmap and munmap pairs for most migrations). Where g is full, every
+ * thread may: none waits for a thread that was preempted while it maps. */
+static OT_NOINLINE void start_migration(gen_t *g, bool full)
+{
+    uint64_t z = 0;
+    if (full) {
+        start_migration_as(g);
+    } else if (!__atomic_load_n(&g->starting, __ATOMIC_RELAXED) &&
+               __atomic_compare_exchange_n(&g->starting, &z, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        start_migration_as(g);
+        __atomic_store_n(&g->starting, 0, __ATOMIC_RELEASE); /* g->next is set by now, or nobody could */
     }
 }
 
@@ -788,7 +912,7 @@ static void note_claim(gen_t *g)
     if (++ts.claims < batch) return;
     uint64_t used = __atomic_add_fetch(&g->used, ts.claims, __ATOMIC_RELAXED);
     ts.claims = 0;
-    if (used >= g->grow_at) start_migration(g);
+    if (used >= g->grow_at) start_migration(g, false);
 }
 
 /* ------------------------------------------------------------------ entering and leaving */
@@ -954,7 +1078,8 @@ static int insert_in(gen_t *g, uint64_t k, uint64_t v, uint64_t *old)
             continue;
         }
         if (fr == UINT64_MAX || n >= LONG_PROBE) {
-            if (fr == UINT64_MAX || __atomic_load_n(&g->used, __ATOMIC_RELAXED) >= cap / 2) start_migration(g);
+            if (fr == UINT64_MAX || __atomic_load_n(&g->used, __ATOMIC_RELAXED) >= cap / 2)
+                start_migration(g, fr == UINT64_MAX);
             if (fr == UINT64_MAX) {
                 if (!(g = ld_next(g))) return -1;
                 continue;
@@ -1000,7 +1125,11 @@ static OT_NOINLINE void shrink_check(void)
     uint64_t live = l > 0 ? (uint64_t)l : 0;
     uint64_t prev = __atomic_exchange_n(&g->shrink_prev, live + 1, __ATOMIC_RELAXED);
     bool falling = prev > live + 1 + SHRINK_EVERY / 4;
-    if (live < g->cap * SHRINK_LOW_PCT / 100 || (live < g->cap * SHRINK_PCT / 100 && !falling)) start_migration(g);
+    raise_peak(g, live);
+    /* With a floor in force the table keeps room for it (migration_size). */
+    uint64_t f = __atomic_load_n(&g_floor, __ATOMIC_RELAXED) ? floor_at(now_ns(), live) : 0;
+    if (f > live) live = f;
+    if (live < g->cap * SHRINK_LOW_PCT / 100 || (live < g->cap * SHRINK_PCT / 100 && !falling)) start_migration(g, false);
 }
 
 /* Remove (nv == NULL) or update k. The owner is the only writer of (k, *) besides migrators. */
@@ -1106,6 +1235,9 @@ void ot_table_stats(ot_table_stats_t *st)
     st->reading_passes = __atomic_load_n(&g_reading_passes, __ATOMIC_RELAXED);
     st->alone_passes = __atomic_load_n(&g_alone_passes, __ATOMIC_RELAXED);
     st->mask_ns = __atomic_load_n(&g_mask_ns, __ATOMIC_RELAXED);
+    st->maps = __atomic_load_n(&g_maps, __ATOMIC_RELAXED);
+    st->unmaps = __atomic_load_n(&g_unmaps, __ATOMIC_RELAXED);
+    st->floor = __atomic_load_n(&g_floor, __ATOMIC_RELAXED);
 }
 
 /* Unit tests only, with no other thread inside the table. Record chunks are kept (threads keep
@@ -1130,7 +1262,9 @@ void ot_table_reset_for_test(void)
         g_limbo_tab[i].key = g_limbo_tab[i].val = 0;
     }
     __atomic_store_n(&g_pending, 0, __ATOMIC_RELAXED);
-    if ((g = __atomic_exchange_n(&g_spare, NULL, __ATOMIC_SEQ_CST))) unmap(g, g->map_bytes);
+    g_floor = g_floor_ns = g_shrunk_peak = g_shrunk_ns = 0;
+    for (int i = 0; i < SPARES; i++)
+        if ((g = __atomic_exchange_n(&g_spare[i], NULL, __ATOMIC_SEQ_CST))) unmap(g, g->map_bytes);
     for (rchunk_t *c = __atomic_load_n(&g_chunks, __ATOMIC_ACQUIRE); c; c = c->next)
         for (int i = 0; i < RECS; i++) __atomic_store_n(&c->cold[i].live, 0, __ATOMIC_RELAXED);
     /* The caller's batches too, so that the same operations grow and shrink at the same points. */

@@ -1024,8 +1024,85 @@ TEST(bench)
     ot_table_reset_for_test();
 }
 
+/* ------------------------------------------------------------------ swinging live count
+ * A live count that swings between two thresholds over and over (a program that builds and frees a
+ * working set in bursts; threads that hand their blocks on) settles on one table: the floor keeps
+ * shrinks from going below the count that came back, spare tables serve the migrations that drop
+ * tombstones, and so the mmap and munmap calls stay bounded however long it goes on. A second
+ * thread runs beside it, so the migrations take the CAS way too. Once the count stays low past the
+ * floor's hold, the table shrinks again. */
+#define SWING_HI (20000 / SCALE_SWING)
+#define SWING_LO (200 / SCALE_SWING)
+#ifdef OT_SANITIZER
+#define SCALE_SWING 4
+#define SWING_CYCLES 60
+#else
+#define SCALE_SWING 1
+#define SWING_CYCLES 300
+#endif
+static int swing_stop;
+static void *swing_other(void *arg)
+{
+    (void)arg;
+    uint64_t v, bad = 0;
+    for (uint64_t i = 0; !__atomic_load_n(&swing_stop, __ATOMIC_ACQUIRE); i++) {
+        uint64_t k = 0x7f5100000000ull + (i % 512) * 48;
+        if (!ot_table_insert(k, i) || !ot_table_remove(k, &v) || v != i) bad++;
+    }
+    return (void *)(uintptr_t)bad;
+}
+
+TEST(swinging_live_count_maps_bounded)
+{
+    ot_table_reset_for_test();
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, swing_other, NULL) == 0);
+    const uint64_t base = 0x7f5000000000ull;
+    uint64_t v, bad = 0;
+    ot_table_stats_t st0 = stats(), mid = st0;
+    for (int c = 0; c < SWING_CYCLES; c++) {
+        /* Fresh addresses in part, as an allocator hands them out: every cycle leaves tombstones. */
+        uint64_t off = (uint64_t)(c % 7) * SWING_HI;
+        for (uint64_t i = SWING_LO; i < SWING_HI; i++)
+            if (!ot_table_insert(base + (off + i) * 32, i)) bad++;
+        for (uint64_t i = SWING_LO; i < SWING_HI; i++)
+            if (!ot_table_remove(base + (off + i) * 32, &v) || v != i) bad++;
+        if (c == 9) mid = stats(); /* after the first cycles: the floor is in place */
+    }
+    __atomic_store_n(&swing_stop, 1, __ATOMIC_RELEASE);
+    void *other_bad;
+    pthread_join(th, &other_bad);
+    ot_table_stats_t st1 = stats();
+    printf("  %d swings between %d and %d live: %lu mmap, %lu munmap (%lu and %lu after the first 10), "
+           "floor %lu, %lu slots\n",
+           SWING_CYCLES, SWING_LO, SWING_HI, (unsigned long)(st1.maps - st0.maps),
+           (unsigned long)(st1.unmaps - st0.unmaps), (unsigned long)(st1.maps - mid.maps),
+           (unsigned long)(st1.unmaps - mid.unmaps), (unsigned long)st1.floor, (unsigned long)st1.capacity);
+    EXPECT_EQ_U(bad, 0);
+    EXPECT_EQ_U((uintptr_t)other_bad, 0);
+    EXPECT_EQ_U(st1.live, 0);
+    EXPECT(st1.floor > 0);
+    /* Before the floor and the spares: a shrink and two or three growths per swing, an mmap and a
+     * munmap each (870 of each here); now one now and then, where a migration's size falls outside
+     * what both spares can serve (13 to 41 in 290 swings, with the other thread's timing). */
+    EXPECT(st1.maps - mid.maps <= SWING_CYCLES / 4);
+    EXPECT(st1.unmaps - mid.unmaps <= SWING_CYCLES / 4);
+    /* The count stays low past the floor's hold: the table shrinks. */
+    uint64_t cap_hi = st1.capacity;
+    usleep(1200 * 1000);
+    for (uint64_t i = 0; i < 8 * 1024; i++)
+        if (!ot_table_insert(base + i * 32, i) || !ot_table_remove(base + i * 32, NULL)) bad++;
+    for (int i = 0; i < 100000 && stats().generations > 1; i++) ot_table_lookup(1, &v);
+    ot_table_stats_t st2 = stats();
+    printf("  %lu slots once the count stayed low (%lu before)\n", (unsigned long)st2.capacity, (unsigned long)cap_hi);
+    EXPECT(st2.capacity < cap_hi / 2);
+    EXPECT_EQ_U(st2.floor, 0);
+    EXPECT_EQ_U(bad, 0);
+    ot_table_reset_for_test();
+}
+
 TEST_MAIN(single_thread_semantics, alone_passes_match_cas_passes, nested_late_insert_alone, signal_waits_for_alone_pass,
           signal_mask_cost_decides_alone,
           address_space_limit, growth_to_10m_and_back, threads_stress,
           walk_concurrent_with_writers, grace_period, late_insert_during_migration, shrink_waits_while_falling,
-          big_tables_on_huge_page_boundaries, bench)
+          big_tables_on_huge_page_boundaries, swinging_live_count_maps_bounded, bench)
