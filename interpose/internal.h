@@ -330,6 +330,10 @@ typedef struct {
     unsigned top_sites;        /* sites listed per report */
     bool cuda;                 /* intercept CUDA */
     bool verbose;
+    bool recorder;             /* the flight recorder's state file (recorder.c) */
+    uint64_t recorder_bytes;   /* its size bound */
+    char state_dir[512];       /* directory template of state files, "" = per-user tmpfs default */
+    double pressure;           /* pressure watch threshold, fraction of the tightest limit; 0 = off */
 } ot_options_t;
 extern OT_HIDDEN ot_options_t ot_opt;
 void ot_options_defaults(ot_options_t *o);
