@@ -464,6 +464,8 @@ void ot_recorder_exec_failed(void);
 void ot_recorder_atfork_child(void);
 /* The state file's path, "" if none (tests, verbose). */
 const char *ot_recorder_path(void);
+/* Tests: the file size and section capacities recorder_bytes= gives. */
+uint64_t ot_recorder_layout_for_test(uint64_t bytes, uint32_t caps[5]);
 
 /* ------------------------------------------------------------------ pressure.c
  * The pressure watch (a report at pressure= of the tightest limit, and further steps) and the cheap

@@ -28,7 +28,8 @@ static int g_lock; /* the writer's try-lock: creation, updates, removal */
 #define UPDATE_EVERY_NS 100000000ull  /* ~100 ms stale at most while the program allocates */
 #define UPDATE_BYTES (4ll << 20)      /* or 4 MiB of change, whichever comes first */
 #define SAMPLE_EVERY_NS 250000000ull  /* a history sample (statm + cgroup usage) */
-#define SITES_EVERY_NS 1000000000ull  /* a top-sites scan, further apart if scans are slow */
+#define SAMPLE_BYTES (16ll << 20)     /* or when the level moved this much since the last sample */
+#define SITES_EVERY_NS 100000000ull   /* a top-sites scan, further apart if scans are slow */
 #define PROBE_EVERY_NS 5000000000ull  /* the full host memory context (meminfo, status, cgroup) */
 #define MODCHECK_EVERY_NS 1000000000ull /* has the module map changed (dlpi_adds/subs)? */
 #define FRAME_HEAD 1024u
@@ -69,6 +70,15 @@ static void layout(uint64_t bytes)
     L.total = FILE_HEAD + 2 * L.frame_size;
 }
 
+uint64_t ot_recorder_layout_for_test(uint64_t bytes, uint32_t caps[5])
+{
+    layout(bytes);
+    for (int i = 0; i < 5; i++) caps[i] = L.cap[i];
+    uint64_t total = L.total;
+    layout(ot_opt.recorder_bytes);
+    return total;
+}
+
 /* ------------------------------------------------------------------ the file */
 static uint8_t *g_map;
 static size_t g_map_bytes;
@@ -77,7 +87,8 @@ static char g_path[700];
 static uint64_t g_update_no;
 static _Atomic uint64_t g_last_ns;  /* coarse monotonic time of the last update */
 static _Atomic int64_t g_last_level; /* host + device level then */
-static uint64_t g_next_sample_ns, g_next_sites_ns, g_next_probe_ns, g_next_modcheck_ns;
+static uint64_t g_next_sample_ns, g_next_sites_ns, g_next_probe_ns, g_next_modcheck_ns, g_last_sample_ns;
+static int64_t g_sample_level;
 static bool g_warned;
 
 static ot_rec_file_t *file_head(void) { return (ot_rec_file_t *)(void *)g_map; }
@@ -319,7 +330,18 @@ static int mod_collect(struct dl_phdr_info *info, size_t size, void *arg)
     m->start = lo;
     m->end = hi;
     const char *name = info->dlpi_name;
-    ot_strlcpy(m->path, name && name[0] ? name : g_n_mods == 0 ? ot_state.exe : "[unnamed]", sizeof m->path);
+    if (name && name[0] && name[0] != '/' && ot_strncmp(name, "linux-", 6)) {
+        /* A relative path (LD_PRELOAD=build/lib.so): made absolute, a post-mortem runs elsewhere. */
+        if (getcwd(m->path, sizeof m->path - 2)) {
+            size_t n = ot_strlen(m->path);
+            m->path[n] = '/';
+            ot_strlcpy(m->path + n + 1, name, sizeof m->path - n - 1);
+        } else {
+            ot_strlcpy(m->path, name, sizeof m->path);
+        }
+    } else {
+        ot_strlcpy(m->path, name && name[0] ? name : g_n_mods == 0 ? ot_state.exe : "[unnamed]", sizeof m->path);
+    }
     g_n_mods++;
     return 0;
 }
@@ -537,17 +559,22 @@ static void write_frame(void)
     __atomic_store_n(&f->seq, seq + 2, __ATOMIC_RELEASE); /* even: complete */
 }
 
-/* The periodic parts, then a frame. Lock held. */
-static void update(uint64_t now_coarse)
+/* The periodic parts, then a frame. Lock held. force: all of them now (a failure, a snapshot). */
+static void update(uint64_t now_coarse, bool force)
 {
     uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+    if (force) g_next_sample_ns = g_next_sites_ns = 0;
     if (mono >= g_next_probe_ns) {
         probe_mem();
         g_next_probe_ns = mono + PROBE_EVERY_NS;
     }
-    if (mono >= g_next_sample_ns) {
+    int64_t level = ot_live_approx_level(0) + ot_live_approx_level(1), moved = level - g_sample_level;
+    if (mono >= g_next_sample_ns ||
+        ((moved >= SAMPLE_BYTES || moved <= -SAMPLE_BYTES) && mono - g_last_sample_ns >= SAMPLE_EVERY_NS / 10)) {
         sample(clock_ns(CLOCK_REALTIME), mono);
         g_next_sample_ns = mono + SAMPLE_EVERY_NS;
+        g_last_sample_ns = mono;
+        g_sample_level = level;
         ot_pressure_poll(ot_live_approx_level(0));
     }
     if (mono >= g_next_modcheck_ns) {
@@ -646,12 +673,12 @@ static void create(pid_t pid)
         unlink(g_path); /* closed meanwhile (exit, exec) */
         return;
     }
-    update(clock_ns(CLOCK_MONOTONIC_COARSE));
+    update(clock_ns(CLOCK_MONOTONIC_COARSE), false);
     if (ot_opt.verbose) ot_warn("flight recorder: %s", g_path);
 }
 
 /* ------------------------------------------------------------------ entry points */
-static OT_NOINLINE void slow(int st, uint64_t now)
+static OT_NOINLINE void slow(int st, uint64_t now, bool force)
 {
     if (!lock_try()) return;
     int e = errno;
@@ -662,7 +689,7 @@ static OT_NOINLINE void slow(int st, uint64_t now)
     if (pid == ot_state.pid) {
         st = atomic_load(&g_state);
         if (st == RS_WAITING) create(pid);
-        else if (st == RS_LIVE && pid == g_pid) update(now);
+        else if (st == RS_LIVE && pid == g_pid) update(now, force);
     }
     ot_in_hook--;
     errno = e;
@@ -679,10 +706,10 @@ void ot_recorder_on_level(int cls, int64_t level)
         if (now - atomic_load_explicit(&g_last_ns, memory_order_relaxed) < UPDATE_EVERY_NS && moved < UPDATE_BYTES &&
             moved > -UPDATE_BYTES)
             return;
-        slow(st, now);
+        slow(st, now, false);
     } else if (st == RS_WAITING) {
         if (level + ot_live_approx_level(!cls) < OT_RECORDER_MIN_BYTES) return;
-        slow(st, 0);
+        slow(st, 0, false);
     }
 }
 
@@ -734,7 +761,7 @@ void ot_recorder_note_report(const char *path)
 void ot_recorder_update_now(void)
 {
     if (atomic_load(&g_state) != RS_LIVE) return;
-    slow(RS_LIVE, clock_ns(CLOCK_MONOTONIC_COARSE));
+    slow(RS_LIVE, clock_ns(CLOCK_MONOTONIC_COARSE), true);
 }
 
 const char *ot_recorder_path(void)
