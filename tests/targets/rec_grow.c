@@ -1,5 +1,5 @@
 /* e2e target (recorder.sh, pressure.sh): allocates and touches MIB mebibytes in blocks of BLOCK KiB
- * from grow_buffers(), prints "ready <pid>" and then ends as told:
+ * from grow_buffers(), prints "ready <pid> <VmSize KiB>" and then ends as told:
  *   rec_grow MIB BLOCK_KIB [hold|exit|_exit|fork|forkexit|exec|small|slow]
  * hold: sleeps until killed (the test SIGKILLs it); exit / _exit: returns / calls _exit(0);
  * fork: a child that grows by MIB again and holds (its pid on a second "child <pid>" line), the
@@ -28,6 +28,15 @@ __attribute__((noinline)) static void grow_buffers(size_t mib, size_t block_kib,
     }
 }
 
+static long vm_kib(void)
+{
+    long pages = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld", &pages) != 1) pages = -1;
+    if (f) fclose(f);
+    return pages < 0 ? -1 : pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 int main(int argc, char **argv)
 {
     size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
@@ -36,7 +45,7 @@ int main(int argc, char **argv)
     grow_buffers(mib, kib, !strcmp(mode, "slow"));
     usleep(150000); /* past the recorder's 100 ms: the state on file is the final one */
     sink = malloc(300 << 10); /* a flush after it */
-    printf("ready %d\n", (int)getpid());
+    printf("ready %d %ld\n", (int)getpid(), vm_kib());
     fflush(stdout);
     if (!strcmp(mode, "exit")) return 0;
     if (!strcmp(mode, "_exit")) _exit(0);
