@@ -536,8 +536,9 @@ bool ot_asmap_diagnose(const ot_asmap_t *as, uint64_t requested, ot_line_sink_t 
     for (unsigned i = 0; i < n; i++) {
         const unsigned k = order[i];
         const ot_as_cat_t *c = &as->cat[k];
-        /* A CUDA reservation is named at any size: no address-space limit leaves room for it. */
-        if (c->bytes < fifth && k != OT_AS_CUDA) continue;
+        /* A cause holds a fifth of the space and at least what was asked for (giving it up would make
+         * room). A CUDA reservation is named at any size: no address-space limit leaves room for it. */
+        if ((c->bytes < fifth || c->bytes < requested) && k != OT_AS_CUDA) continue;
         LINE_BEGIN();
         switch (k) {
         case OT_AS_ARENAS:
