@@ -26,6 +26,8 @@ const char *ot_as_kind_label(unsigned k) { return k < OT_AS_KINDS ? kind_labels[
 #define CUDA_RESERVE_MIN (256ull << 20)
 /* A PROT_NONE mapping right below a writable one, at most this big, is a thread stack's guard. */
 #define GUARD_MAX (1ull << 20)
+/* ... and the stack at least PTHREAD_STACK_MIN (16 KiB: glibc's stacks also hold the thread's TLS). */
+#define STACK_MIN (16u << 10)
 
 /* Parser state beyond the plain result: mappings that wait for the next line to be classified,
  * the ranges live blocks are looked up in. Static: one parse at a time (the report lock). */
@@ -107,6 +109,21 @@ static void hex_name(char *out, size_t cap, const map_t *m)
     ot_buf_cstr(&b);
 }
 
+/* An anonymous mapping, named by its range only where it enters the top list (formatting a name for
+ * each of tens of thousands of mappings would cost more than the rest of the parse). */
+static void put_range(ot_asmap_t *as, unsigned kind, const map_t *m)
+{
+    ot_as_cat_t *c = &as->cat[kind];
+    uint64_t sz = m->end - m->start;
+    if (c->ntop < OT_AS_TOP || c->top[OT_AS_TOP - 1].bytes < sz) {
+        hex_name(P.anon_name, sizeof P.anon_name, m);
+        put(as, kind, sz, P.anon_name);
+    } else {
+        c->bytes += sz;
+        c->count++;
+    }
+}
+
 /* ---------------------------------------------------------------- classification */
 
 static bool aligned(uint64_t a) { return (a & (P.heap_max - 1)) == 0; }
@@ -137,18 +154,11 @@ static void anon_alone(ot_asmap_t *as, const map_t *m)
         } else {
             P.cand_overflow_bytes += sz;
             P.cand_overflow_count++;
-            hex_name(P.anon_name, sizeof P.anon_name, m);
-            put(as, OT_AS_ANON, sz, P.anon_name);
+            put_range(as, OT_AS_ANON, m);
         }
         return;
     }
-    if (P.cuda && is_none(m) && sz >= CUDA_RESERVE_MIN) {
-        hex_name(P.anon_name, sizeof P.anon_name, m);
-        put(as, OT_AS_CUDA, sz, P.anon_name);
-        return;
-    }
-    hex_name(P.anon_name, sizeof P.anon_name, m);
-    put(as, OT_AS_ANON, sz, P.anon_name);
+    put_range(as, P.cuda && is_none(m) && sz >= CUDA_RESERVE_MIN ? OT_AS_CUDA : OT_AS_ANON, m);
 }
 
 static void arena(ot_asmap_t *as, uint64_t start, uint64_t end)
@@ -183,7 +193,8 @@ static void classify(ot_asmap_t *as, const map_t *m)
             }
             /* A thread stack: glibc's guard page(s) right below the stack, which is not aligned the
              * way an arena's start is. */
-            if (is_none(q) && q->end - q->start <= GUARD_MAX && is_rw(m) && q->end == m->start && !aligned(m->start)) {
+            if (is_none(q) && q->end - q->start <= GUARD_MAX && is_rw(m) && q->end == m->start && !aligned(m->start) &&
+                sz >= STACK_MIN) {
                 P.have_pend = false;
                 put(as, OT_AS_STACKS, sz + (q->end - q->start), NULL);
                 return;
@@ -378,8 +389,7 @@ void ot_asmap_end(ot_asmap_t *as, uint64_t requested)
             as->heap_mappings++;
         } else {
             map_t m = {.start = r->start, .end = r->end, .perms = "rw-p"};
-            hex_name(P.anon_name, sizeof P.anon_name, &m);
-            put(as, OT_AS_ANON, sz, P.anon_name);
+            put_range(as, OT_AS_ANON, &m);
         }
     }
     /* oomtrace's own mappings are anonymous and hold no tracked block: take them out of the other
@@ -536,8 +546,9 @@ bool ot_asmap_diagnose(const ot_asmap_t *as, uint64_t requested, ot_line_sink_t 
     for (unsigned i = 0; i < n; i++) {
         const unsigned k = order[i];
         const ot_as_cat_t *c = &as->cat[k];
-        /* A CUDA reservation is named at any size: no address-space limit leaves room for it. */
-        if (c->bytes < fifth && k != OT_AS_CUDA) continue;
+        /* A cause holds a fifth of the space and at least what was asked for (giving it up would make
+         * room). A CUDA reservation is named at any size: no address-space limit leaves room for it. */
+        if ((c->bytes < fifth || c->bytes < requested) && k != OT_AS_CUDA) continue;
         LINE_BEGIN();
         switch (k) {
         case OT_AS_ARENAS:

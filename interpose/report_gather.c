@@ -44,12 +44,15 @@ void ot_report_gather(ot_report_t *r, const char *event, const ot_failure_t *f, 
         if (f && f->device && r->ndev > 0) r->focus = 0;
     }
     /* The address space: read before the symbolizer maps ELF files of its own. smaps_rollup and
-     * the cgroup's breakdown only where the cgroup limit binds or nearly (within a tenth). */
+     * the cgroup's breakdown only where the cgroup limit binds or nearly (within a tenth); RSS also
+     * where RAM is short (MemAvailable below the request and a twentieth of RAM). */
     uint64_t req = f && !f->device && !(f->count && f->size == UINT64_MAX) ? f->size : 0;
     const ot_host_mem_t *m = &r->mem;
     bool cg_tight = m->cgroup_limit > 0 && m->cgroup_usage >= 0 &&
                     (uint64_t)m->cgroup_usage + req >= (uint64_t)m->cgroup_limit - (uint64_t)m->cgroup_limit / 10;
-    r->as = ot_asmap_read_self(&as_mem, req, ot_opt.cuda && ot_cuda_active(), cg_tight) ? &as_mem : NULL;
+    bool ram_short = m->mem_available >= 0 && m->mem_total > 0 &&
+                     (uint64_t)m->mem_available < req + (uint64_t)m->mem_total / 20;
+    r->as = ot_asmap_read_self(&as_mem, req, ot_opt.cuda && ot_cuda_active(), cg_tight || ram_short) ? &as_mem : NULL;
     r->cg = cg_tight && ot_cg_usage_read(m->cgroup_dir, m->cgroup_version, r->proc.pid, &cg_mem) ? &cg_mem : NULL;
     unsigned nsites = ot_opt.top_sites < OT_REPORT_MAX_SITES ? ot_opt.top_sites : OT_REPORT_MAX_SITES;
     r->n_host_sites = gather_sites(r->host_sites, nsites, false);

@@ -68,6 +68,9 @@ static void text_address_space(ot_buf_t *b, const ot_asmap_t *as)
             ot_buf_printf(b, " in %llu stacks", (unsigned long long)c->count);
             if (as->threads) ot_buf_printf(b, " (%u threads)", as->threads);
             break;
+        case OT_AS_OOMTRACE:
+            ot_buf_puts(b, " (its tables, stacks and call sites)");
+            break;
         default:
             ot_buf_printf(b, " in %llu mapping%s", (unsigned long long)c->count, c->count == 1 ? "" : "s");
         }

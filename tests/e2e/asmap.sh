@@ -84,6 +84,35 @@ if [ -n "$R" ]; then
     check heap_call_sites grep -q "this process's live heap is 512.0 MiB in 8 blocks" "$LAST/log.txt"
 fi
 
+# A cgroup whose limit the failure crosses, with a neighbour (python3 holding 160 MiB) in it: the
+# report breaks the cgroup's usage down (memory.stat) and names the neighbour with its RSS.
+CGROOT=/sys/fs/cgroup/memory
+cgrel=$(sed -n 's/^[0-9]*:memory:\(.*\)/\1/p' /proc/self/cgroup)
+[ -f "$CGROOT$cgrel/memory.limit_in_bytes" ] || cgrel=""   # in a container the mount is our own cgroup
+CG=$CGROOT$cgrel/oomtrace-asmap-$$
+if [ "$(id -u)" != 0 ] || [ ! -f "$CGROOT/memory.limit_in_bytes" ] || ! mkdir "$CG" 2>/dev/null; then
+    skip cgroup_breakdown "no cgroup v1 memory controller we may make a child cgroup in ($CG)"
+else
+    echo $((240 * MiB)) >"$CG/memory.limit_in_bytes"
+    d=$(newdir cgroup)
+    sh -c 'echo $$ >"$1/cgroup.procs"; exec python3 -c "import sys,time; b=bytearray(160 << 20); print(1, flush=True); time.sleep(60)"' \
+        sh "$CG" >"$d/neighbour.txt" &
+    npid=$!
+    for _ in $(seq 100); do [ -s "$d/neighbour.txt" ] && break; sleep 0.1; done
+    run_preloaded "$d" sh -c 'echo $$ >"$1/cgroup.procs"; exec "$2" cgroup' sh "$CG" "$T"
+    kill "$npid" 2>/dev/null; wait "$npid" 2>/dev/null
+    R=$(first_report "$d")
+    check cgroup_program_fails_as_planned grep -q "malloc(67108864) -> NULL" "$d/out.txt"
+    check_report cgroup_usage_in_json "$d" [ "$(json_get "$R" 'r["cgroup_usage"]["version"], r["cgroup_usage"]["anonymous"] >= 190 << 20')" = "1 True" ]
+    check_report cgroup_neighbour_listed "$d" [ "$(json_get "$R" "[(p['pid'], p['name'], p['rss'] >= 160 << 20) for p in r['cgroup_usage']['processes'] if not p['self']][0]")" = "($npid, 'python3', True)" ]
+    check cgroup_neighbour_diagnosis grep -q "other processes in the cgroup hold 1[6-9][0-9].[0-9] MiB of RSS (this one .*): pid $npid (python3)" "$d/log.txt"
+    check cgroup_limit_diagnosis grep -q "cgroup memory.max reached (v1 limit_in_bytes): .* used of 240.0 MiB" "$d/log.txt"
+    check cgroup_breakdown_diagnosis grep -q "the cgroup's memory: anonymous 19[0-9].[0-9] MiB, page cache" "$d/log.txt"
+    check cgroup_breakdown_text grep -q "^oomtrace: cgroup usage: anonymous .*; 2 processes:" "$d/log.txt"
+    for _ in $(seq 50); do rmdir "$CG" 2>/dev/null && break; sleep 0.1; done
+    check cgroup_removed [ ! -d "$CG" ]
+fi
+
 # The CUDA driver's reservation (the double reserves 4 GiB at cuInit, PROT_NONE and MAP_NORESERVE,
 # as the real driver does): no address-space limit leaves room for CUDA.
 DBL=$OT_BUILD/doubles

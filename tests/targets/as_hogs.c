@@ -1,7 +1,9 @@
 /* Target for the address-space breakdown (tests/e2e/asmap.sh): each mode fills the address space
  * with one kind of mapping, caps RLIMIT_AS a little above what is in use, then asks malloc for
  * 64 MiB, which fails. The report must name that kind first.
- *   as_hogs arenas | stacks | file PATH | pool | bss LIB | heap */
+ *   as_hogs arenas | stacks | file PATH | pool | bss LIB | heap | cgroup
+ * cgroup: 32 MiB of heap touched, then the same failure, run in a cgroup whose limit the failure
+ * crosses (tests/e2e/asmap.sh puts a neighbour that holds more in the same cgroup). */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -104,13 +106,19 @@ int main(int argc, char **argv)
         }
         fail_now();
         dlclose(h);
+    } else if (!strcmp(mode, "cgroup")) {
+        char *p = malloc(32 * MiB);
+        memset(p, 1, 32 * MiB);
+        kept[0] = p;
+        fail_now();
+        free(kept[0]);
     } else if (!strcmp(mode, "heap")) {
         void *blocks[8];
         for (int i = 0; i < 8; i++) memset(blocks[i] = malloc(64 * MiB), 1, 64 * MiB);
         fail_now();
         for (int i = 0; i < 8; i++) free(blocks[i]);
     } else {
-        fprintf(stderr, "usage: %s arenas|stacks|file PATH|pool|bss LIB|heap\n", argv[0]);
+        fprintf(stderr, "usage: %s arenas|stacks|file PATH|pool|bss LIB|heap|cgroup\n", argv[0]);
         return 2;
     }
     return 0;

@@ -97,6 +97,8 @@ TEST(failure_report_contents_without_malloc)
     EXPECT_CONTAINS(text, "MemTotal");
     EXPECT_CONTAINS(text, "some_model_layer_allocates");
     EXPECT_CONTAINS(text, "150.0 MiB");
+    EXPECT_CONTAINS(text, "oomtrace: address space: ");
+    EXPECT_CONTAINS(text, "oomtrace:   executable and libraries ");
     snprintf(path, sizeof path, "%s/r.%d.1.json", dir, (int)ot_state.pid);
     EXPECT(python_ok("import json,sys; r=json.load(open(sys.argv[1])); "
                      "assert r[\"schema_version\"]==1 and r[\"event\"]==\"alloc_failure\"; "
@@ -109,7 +111,11 @@ TEST(failure_report_contents_without_malloc)
                      "assert r[\"sites\"][0][\"bytes\"]==150<<20 and r[\"sites\"][0][\"kind\"]==\"host\"; "
                      "assert any(fr[\"function\"]==\"some_model_layer_allocates\" for fr in r[\"sites\"][0][\"stack\"]); "
                      "assert isinstance(r[\"diagnosis\"],list) and r[\"diagnosis\"]; "
-                     "assert r[\"process\"][\"pid\"]>0 and \"rank\" in r[\"process\"] and r[\"devices\"]==[]",
+                     "assert r[\"process\"][\"pid\"]>0 and \"rank\" in r[\"process\"] and r[\"devices\"]==[]; "
+                     "a=r[\"address_space\"]; k=[c[\"kind\"] for c in a[\"categories\"]]; "
+                     "assert a[\"total\"]>0 and \"libraries\" in k and \"requested\" in k, a; "
+                     "assert [c[\"bytes\"] for c in a[\"categories\"]]==sorted([c[\"bytes\"] for c in a[\"categories\"]], reverse=True); "
+                     "assert \"cgroup_usage\" in r",
                      path));
     struct stat st;
     EXPECT(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
