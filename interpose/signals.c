@@ -40,6 +40,7 @@ static struct {
     atomic_flag lock;
     bool managed;
     prog_act_t prog;
+    _Atomic uint64_t dfl_ns; /* when the program last set SIG_DFL itself (CLOCK_MONOTONIC) */
 } S[_NSIG];
 
 static int snapshot_sig;
@@ -152,7 +153,11 @@ static void read_prog(int sig, prog_act_t *out)
         unsigned s1 = atomic_load_explicit(&S[sig].seq, memory_order_acquire);
         if (!(s1 & 1) || tries > 100000) {
             ot_memcpy(out, &S[sig].prog, sizeof *out);
+#if defined(__x86_64__)
+            __asm__ volatile("" ::: "memory"); /* x86 keeps loads in order: the copy before the re-read */
+#else
             atomic_thread_fence(memory_order_acquire);
+#endif
             if (atomic_load_explicit(&S[sig].seq, memory_order_relaxed) == s1 || tries > 100000) return;
         }
     }
@@ -241,7 +246,10 @@ int ot_signals_sigaction(int sig, const struct sigaction *act, struct sigaction 
         if (!own_process()) k = *act;
         rc = real_sigaction(sig, &k, NULL);
         err = errno;
-        if (rc == 0 && own_process()) write_prog(sig, &np);
+        if (rc == 0 && own_process()) {
+            write_prog(sig, &np);
+            if (np.handler == (void *)SIG_DFL) atomic_store_explicit(&S[sig].dfl_ns, mono_ns(), memory_order_relaxed);
+        }
     }
     unlock_sig(sig);
     mask_set(&saved);
@@ -507,7 +515,17 @@ static void crash(int sig, siginfo_t *si, ucontext_t *uc)
         die_now(sig, si, uc);
         return;
     }
-report:
+report:;
+    /* A process passing on the death of a child (timeout, a supervisor: signal(sig, SIG_DFL), then
+     * raise(sig)) dies without a report: the signal is its own, just set to SIG_DFL, and no handler
+     * of its own ran first (glog and faulthandler do the same after theirs: those get one). */
+    uint64_t now = mono_ns(), dfl = atomic_load_explicit(&S[sig].dfl_ns, memory_order_relaxed);
+    bool handler_ran = last_chained.signo == sig && now - last_chained.ns < 1000000000ull;
+    if (si && si->si_code <= 0 && si->si_pid == (pid_t)syscall(SYS_getpid) && dfl && now - dfl < 1000000000ull &&
+        !handler_ran) {
+        die_now(sig, si, uc);
+        return;
+    }
     crash_reporting = 1;
     sigset_t saved;
     mask_all(&saved);

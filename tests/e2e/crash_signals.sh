@@ -251,3 +251,22 @@ if command -v go >/dev/null; then
 else
     skip go_signals "go not installed (Go installs its handlers with raw rt_sigaction: see README)"
 fi
+
+# ---------------------------------------------------------------- passing a child's death on
+# timeout(1) re-raises its child's signal (signal(sig, SIG_DFL); raise(sig)): the child's crash gets
+# its report, timeout's own death none, and the status is unchanged.
+if command -v timeout >/dev/null; then
+    A=$(newdir pass_on.plain); B=$(newdir pass_on.pre)
+    plain "$A" timeout 30 "$T/crash" abrt
+    preloaded "$B" timeout 30 "$T/crash" abrt
+    same pass_on_status "$A" "$B"
+    n=$(grep -l '"event":"crash"' "$B"/oomtrace.*.json 2>/dev/null | wc -l)
+    exe=$(grep -l '"event":"crash"' "$B"/oomtrace.*.json 2>/dev/null | head -n 1)
+    if [ "$n" -eq 1 ] && [ "$(json_get "$exe" "r['process']['exe'].endswith('/crash')")" = True ]; then
+        pass pass_on_one_report
+    else
+        fail pass_on_one_report "expected one crash report, the child's; found $n"
+    fi
+else
+    skip pass_on_one_report "timeout(1) not found"
+fi
