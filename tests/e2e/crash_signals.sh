@@ -270,3 +270,25 @@ if command -v timeout >/dev/null; then
 else
     skip pass_on_one_report "timeout(1) not found"
 fi
+
+# ---------------------------------------------------------------- Caffe: CHECK → abort after cudaMalloc
+# examples/cuda_oom against the CUDA test doubles: the crash report reads as one story with the
+# failure report before it.
+DBL=$OT_BUILD/doubles
+if [ -e "$DBL/libcuda.so.1" ] && [ -e "$OT_BUILD/examples/cuda_oom" ]; then
+    A=$(newdir caffe.plain); B=$(newdir caffe.pre)
+    export OT_FAKE_GPU_TOTAL=12G OT_FAKE_GPU_OTHER_USED=11776M OT_FAKE_GPU_CTX_OVERHEAD=64M
+    LD_LIBRARY_PATH=$DBL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} plain "$A" "$OT_BUILD/examples/cuda_oom"
+    LD_LIBRARY_PATH=$DBL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} preloaded "$B" "$OT_BUILD/examples/cuda_oom"
+    unset OT_FAKE_GPU_TOTAL OT_FAKE_GPU_OTHER_USED OT_FAKE_GPU_CTX_OVERHEAD
+    sed -i -E 's/^F[0-9]+ [0-9:]+ [0-9]+ /F /' "$A/out.txt" "$B/out.txt" # glog's time and pid
+    same caffe_abort_status "$A" "$B"
+    first=$(ls "$B"/oomtrace.*.1.json 2>/dev/null | head -n 1)
+    if [ -n "$first" ] && grep -Eq "^oomtrace: aborted [0-9.]+ (us|ms|s) after cudaMalloc\(837538000\) failed on GPU 0, report $first\$" "$B/log.txt"; then
+        pass caffe_abort_story
+    else
+        fail caffe_abort_story "no story line after cudaMalloc(837538000): $(grep -m1 'aborted' "$B/log.txt" 2>/dev/null)"
+    fi
+else
+    skip caffe_abort_story "CUDA test doubles or examples/cuda_oom not built (make tests)"
+fi
