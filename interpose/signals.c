@@ -46,12 +46,12 @@ static struct {
 static int snapshot_sig;
 static _Atomic int enabled; /* ot_signals_init has run and found sigaction */
 static void (*glibc_restorer)(void);
-static sigset_t intr_set;
+static sigset_t intr_set; /* siginterrupt(sig, 1) for managed signals: signal() then omits SA_RESTART */
 /* Linux 5.11 and later drop the flag bits they do not know (SA_INTERRUPT that sysv_signal passes,
  * SA_UNSUPPORTED); what a program reads back must too. Probed at start-up. */
 #define UAPI_SA_FLAGS                                                                              \
     (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_RESTORER)
-static int kept_flags = ~0; /* siginterrupt(sig, 1) for managed signals: signal() then omits SA_RESTART */
+static int kept_flags = ~0;
 
 /* ---------------------------------------------------------------- names */
 
@@ -465,6 +465,7 @@ uint64_t ot_signals_stacks_mapped(void) { return atomic_load(&stacks_mapped); }
 /* ---------------------------------------------------------------- the handler */
 
 static _Atomic long crash_owner; /* tid of the thread writing a crash report */
+#define OT_CRASH_WATCHDOG_S 30 /* a crash report that takes longer is abandoned: the process dies */
 
 static bool synchronous_fault(int sig, const siginfo_t *si)
 {
@@ -529,6 +530,22 @@ report:;
     crash_reporting = 1;
     sigset_t saved;
     mask_all(&saved);
+    /* Only this signal may come in while reporting (a fault in the report, or the watchdog): the
+     * handler then dies at once. The watchdog is a timer that sends this signal to this thread
+     * should the report ever hang. */
+    unblock_one(sig);
+    int timer = -1;
+    struct sigevent sev;
+    ot_memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev._sigev_un._tid = (pid_t)me;
+    if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &sev, &timer) == 0) {
+        struct itimerspec its = {{0, 0}, {OT_CRASH_WATCHDOG_S, 0}};
+        syscall(SYS_timer_settime, timer, 0, &its, NULL);
+    } else {
+        timer = -1;
+    }
     static ot_crash_t c; /* one report at a time (crash_owner) */
     ot_memset(&c, 0, sizeof c);
     c.signo = sig;
@@ -565,6 +582,7 @@ report:;
     ot_in_hook++;
     ot_report_crash(&c);
     ot_in_hook--;
+    if (timer >= 0) syscall(SYS_timer_delete, timer);
     mask_set(&saved);
     die_now(sig, si, uc);
 }
@@ -573,6 +591,10 @@ static void ot_signal_handler(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
     ucontext_t *uc = ucv;
+    if (crash_reporting && sig != snapshot_sig) {
+        die_now(sig, si, uc); /* a fault in the report, or its watchdog */
+        return;
+    }
     prog_act_t p;
     read_prog(sig, &p);
     if (sig == snapshot_sig && !crash_reporting) {
@@ -662,8 +684,6 @@ void ot_signals_init(void)
     snapshot_sig = ot_opt.snapshot_signal;
     /* glibc's restorer, for the sa_restorer a program reads back: from any handler it installed. */
     struct sigaction probe, prev;
-    ot_memset(&probe, 0, sizeof probe);
-    probe.sa_handler = SIG_IGN;
     if (!ot_opt.crash_signals && !snapshot_sig) return;
     if (real_sigaction(SIGWINCH, NULL, &prev) == 0) {
         struct sigaction t = prev;
