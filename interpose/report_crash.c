@@ -3,10 +3,10 @@
  * Reads only the report's data; no malloc, written into the writers' buffers. */
 #include "report_internal.h"
 
-/* "0.3 ms", "85 us", "12.5 s", "3 min" */
+/* "85 us", "0.3 ms", "12.5 s", "13 min" */
 static void put_elapsed(ot_buf_t *b, uint64_t ns)
 {
-    if (ns < 1000000) ot_buf_printf(b, "%llu us", (unsigned long long)(ns / 1000));
+    if (ns < 100000) ot_buf_printf(b, "%llu us", (unsigned long long)(ns / 1000));
     else if (ns < 1000000000ull)
         ot_buf_printf(b, "%llu.%llu ms", (unsigned long long)(ns / 1000000), (unsigned long long)(ns / 100000 % 10));
     else if (ns < 600000000000ull)

@@ -40,17 +40,18 @@ static struct {
     atomic_flag lock;
     bool managed;
     prog_act_t prog;
+    _Atomic uint64_t dfl_ns; /* when the program last set SIG_DFL itself (CLOCK_MONOTONIC) */
 } S[_NSIG];
 
 static int snapshot_sig;
 static _Atomic int enabled; /* ot_signals_init has run and found sigaction */
 static void (*glibc_restorer)(void);
-static sigset_t intr_set;
+static sigset_t intr_set; /* siginterrupt(sig, 1) for managed signals: signal() then omits SA_RESTART */
 /* Linux 5.11 and later drop the flag bits they do not know (SA_INTERRUPT that sysv_signal passes,
  * SA_UNSUPPORTED); what a program reads back must too. Probed at start-up. */
 #define UAPI_SA_FLAGS                                                                              \
     (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_RESTORER)
-static int kept_flags = ~0; /* siginterrupt(sig, 1) for managed signals: signal() then omits SA_RESTART */
+static int kept_flags = ~0;
 
 /* ---------------------------------------------------------------- names */
 
@@ -152,7 +153,11 @@ static void read_prog(int sig, prog_act_t *out)
         unsigned s1 = atomic_load_explicit(&S[sig].seq, memory_order_acquire);
         if (!(s1 & 1) || tries > 100000) {
             ot_memcpy(out, &S[sig].prog, sizeof *out);
+#if defined(__x86_64__)
+            __asm__ volatile("" ::: "memory"); /* x86 keeps loads in order: the copy before the re-read */
+#else
             atomic_thread_fence(memory_order_acquire);
+#endif
             if (atomic_load_explicit(&S[sig].seq, memory_order_relaxed) == s1 || tries > 100000) return;
         }
     }
@@ -241,7 +246,10 @@ int ot_signals_sigaction(int sig, const struct sigaction *act, struct sigaction 
         if (!own_process()) k = *act;
         rc = real_sigaction(sig, &k, NULL);
         err = errno;
-        if (rc == 0 && own_process()) write_prog(sig, &np);
+        if (rc == 0 && own_process()) {
+            write_prog(sig, &np);
+            if (np.handler == (void *)SIG_DFL) atomic_store_explicit(&S[sig].dfl_ns, mono_ns(), memory_order_relaxed);
+        }
     }
     unlock_sig(sig);
     mask_set(&saved);
@@ -457,6 +465,7 @@ uint64_t ot_signals_stacks_mapped(void) { return atomic_load(&stacks_mapped); }
 /* ---------------------------------------------------------------- the handler */
 
 static _Atomic long crash_owner; /* tid of the thread writing a crash report */
+#define OT_CRASH_WATCHDOG_S 30 /* a crash report that takes longer is abandoned: the process dies */
 
 static bool synchronous_fault(int sig, const siginfo_t *si)
 {
@@ -507,10 +516,36 @@ static void crash(int sig, siginfo_t *si, ucontext_t *uc)
         die_now(sig, si, uc);
         return;
     }
-report:
+report:;
+    /* A process passing on the death of a child (timeout, a supervisor: signal(sig, SIG_DFL), then
+     * raise(sig)) dies without a report: the signal is its own, just set to SIG_DFL, and no handler
+     * of its own ran first (glog and faulthandler do the same after theirs: those get one). */
+    uint64_t now = mono_ns(), dfl = atomic_load_explicit(&S[sig].dfl_ns, memory_order_relaxed);
+    bool handler_ran = last_chained.signo == sig && now - last_chained.ns < 1000000000ull;
+    if (si && si->si_code <= 0 && si->si_pid == (pid_t)syscall(SYS_getpid) && dfl && now - dfl < 1000000000ull &&
+        !handler_ran) {
+        die_now(sig, si, uc);
+        return;
+    }
     crash_reporting = 1;
     sigset_t saved;
     mask_all(&saved);
+    /* Only this signal may come in while reporting (a fault in the report, or the watchdog): the
+     * handler then dies at once. The watchdog is a timer that sends this signal to this thread
+     * should the report ever hang. */
+    unblock_one(sig);
+    int timer = -1;
+    struct sigevent sev;
+    ot_memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev._sigev_un._tid = (pid_t)me;
+    if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &sev, &timer) == 0) {
+        struct itimerspec its = {{0, 0}, {OT_CRASH_WATCHDOG_S, 0}};
+        syscall(SYS_timer_settime, timer, 0, &its, NULL);
+    } else {
+        timer = -1;
+    }
     static ot_crash_t c; /* one report at a time (crash_owner) */
     ot_memset(&c, 0, sizeof c);
     c.signo = sig;
@@ -547,6 +582,7 @@ report:
     ot_in_hook++;
     ot_report_crash(&c);
     ot_in_hook--;
+    if (timer >= 0) syscall(SYS_timer_delete, timer);
     mask_set(&saved);
     die_now(sig, si, uc);
 }
@@ -555,6 +591,10 @@ static void ot_signal_handler(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
     ucontext_t *uc = ucv;
+    if (crash_reporting && sig != snapshot_sig) {
+        die_now(sig, si, uc); /* a fault in the report, or its watchdog */
+        return;
+    }
     prog_act_t p;
     read_prog(sig, &p);
     if (sig == snapshot_sig && !crash_reporting) {
@@ -644,8 +684,6 @@ void ot_signals_init(void)
     snapshot_sig = ot_opt.snapshot_signal;
     /* glibc's restorer, for the sa_restorer a program reads back: from any handler it installed. */
     struct sigaction probe, prev;
-    ot_memset(&probe, 0, sizeof probe);
-    probe.sa_handler = SIG_IGN;
     if (!ot_opt.crash_signals && !snapshot_sig) return;
     if (real_sigaction(SIGWINCH, NULL, &prev) == 0) {
         struct sigaction t = prev;

@@ -5,6 +5,8 @@ set -u
 need=()
 cc=${CC:-cc}
 if ! echo '#include <libunwind.h>' | "$cc" -E -x c - >/dev/null 2>&1; then need+=(libunwind-dev); fi
+# Tests only: glog's failure signal handler (tests/e2e/crash_signals.sh).
+if ! echo '#include <glog/logging.h>' | "${CXX:-c++}" -E -x c++ - >/dev/null 2>&1; then need+=(libgoogle-glog-dev); fi
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v make >/dev/null 2>&1 || need+=(make)
 # Optional: gcc-multilib for the 32-bit build of the host OOM example (tests/e2e/asmap.sh skips,

@@ -101,10 +101,27 @@ crash_field resethand_then_report "$B" "r['crash']['signal']" "SIGSEGV"
 pair glog glog
 same handler_glog_style "$A" "$B"
 crash_field glog_style_report "$B" "r['crash']['program_handler_first']['signal']" "SIGSEGV"
-if [ -e /usr/include/glog/logging.h ]; then
-    skip glog_real "libgoogle-glog-dev is installed but this test uses the glog-style target (same steps: print, SIG_DFL, raise)"
+# The real glog: InstallFailureSignalHandler prints its trace, restores SIG_DFL and raises again.
+G=$(newdir glog_build)
+cat >"$G/glog_crash.cc" <<'EOF'
+#include <glog/logging.h>
+int main(int argc, char **argv) {
+    google::InitGoogleLogging(argv[0]);
+    google::InstallFailureSignalHandler();
+    volatile int *p = reinterpret_cast<int *>(16);
+    return *p;
+}
+EOF
+if [ -e /usr/include/glog/logging.h ] && ${CXX:-c++} -O1 -g "$G/glog_crash.cc" -o "$G/glog_crash" -lglog 2>"$G/cc.txt"; then
+    A=$(newdir glogr.plain); B=$(newdir glogr.pre)
+    plain "$A" "$G/glog_crash"; preloaded "$B" "$G/glog_crash"
+    # glog prints times, pids and addresses: compare the lines that say what happened.
+    for d in "$A" "$B"; do grep -E '^\*\*\* (SIGSEGV|Aborted)|^waitstatus' "$d/out.txt" | sed -E 's/[0-9]+ \(unix time\).*//; s/0x[0-9a-f]+/0x?/g; s/ (from|by) PID [0-9]+/ by PID ?/' >"$d/what.txt"; done
+    if [ -s "$A/what.txt" ] && cmp -s "$A/what.txt" "$B/what.txt"; then pass glog_failure_handler; else
+        fail glog_failure_handler "without: $(tr '\n' '|' <"$A/what.txt") with: $(tr '\n' '|' <"$B/what.txt")"; fi
+    crash_field glog_failure_handler_report "$B" "(r['crash']['signal'], r['crash']['program_handler_first']['code'])" "('SIGSEGV', 'SEGV_MAPERR')"
 else
-    skip glog_real "libgoogle-glog-dev not installed here; the glog-style target (print, reset SIG_DFL, raise) stands in"
+    skip glog_failure_handler "libgoogle-glog-dev not installed or not usable here (scripts/deps.sh installs it); the glog-style target above stands in"
 fi
 pair ignore ignore
 same sig_ign_kill_and_exec "$A" "$B"
@@ -249,5 +266,46 @@ fi
 if command -v go >/dev/null; then
     skip go_signals "go is installed but this test has no Go program yet"
 else
-    skip go_signals "go not installed (Go installs its handlers with raw rt_sigaction: see README)"
+    skip go_signals "go not installed here (a Go program without cgo installs its handlers with raw rt_sigaction: see README)"
+fi
+
+# ---------------------------------------------------------------- passing a child's death on
+# timeout(1) re-raises its child's signal (signal(sig, SIG_DFL); raise(sig)): the child's crash gets
+# its report, timeout's own death none, and the status is unchanged.
+if command -v timeout >/dev/null; then
+    A=$(newdir pass_on.plain); B=$(newdir pass_on.pre)
+    plain "$A" timeout 30 "$T/crash" abrt
+    preloaded "$B" timeout 30 "$T/crash" abrt
+    same pass_on_status "$A" "$B"
+    n=$(grep -l '"event":"crash"' "$B"/oomtrace.*.json 2>/dev/null | wc -l)
+    exe=$(grep -l '"event":"crash"' "$B"/oomtrace.*.json 2>/dev/null | head -n 1)
+    if [ "$n" -eq 1 ] && [ "$(json_get "$exe" "r['process']['exe'].endswith('/crash')")" = True ]; then
+        pass pass_on_one_report
+    else
+        fail pass_on_one_report "expected one crash report, the child's; found $n"
+    fi
+else
+    skip pass_on_one_report "timeout(1) not found"
+fi
+
+# ---------------------------------------------------------------- Caffe: CHECK → abort after cudaMalloc
+# examples/cuda_oom against the CUDA test doubles: the crash report reads as one story with the
+# failure report before it.
+DBL=$OT_BUILD/doubles
+if [ -e "$DBL/libcuda.so.1" ] && [ -e "$OT_BUILD/examples/cuda_oom" ]; then
+    A=$(newdir caffe.plain); B=$(newdir caffe.pre)
+    export OT_FAKE_GPU_TOTAL=12G OT_FAKE_GPU_OTHER_USED=11776M OT_FAKE_GPU_CTX_OVERHEAD=64M
+    LD_LIBRARY_PATH=$DBL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} plain "$A" "$OT_BUILD/examples/cuda_oom"
+    LD_LIBRARY_PATH=$DBL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} preloaded "$B" "$OT_BUILD/examples/cuda_oom"
+    unset OT_FAKE_GPU_TOTAL OT_FAKE_GPU_OTHER_USED OT_FAKE_GPU_CTX_OVERHEAD
+    sed -i -E 's/^F[0-9]+ [0-9:]+ [0-9]+ /F /' "$A/out.txt" "$B/out.txt" # glog's time and pid
+    same caffe_abort_status "$A" "$B"
+    first=$(ls "$B"/oomtrace.*.1.json 2>/dev/null | head -n 1)
+    if [ -n "$first" ] && grep -Eq "^oomtrace: aborted [0-9.]+ (us|ms|s) after cudaMalloc\(837538000\) failed on GPU 0, report $first\$" "$B/log.txt"; then
+        pass caffe_abort_story
+    else
+        fail caffe_abort_story "no story line after cudaMalloc(837538000): $(grep -m1 'aborted' "$B/log.txt" 2>/dev/null)"
+    fi
+else
+    skip caffe_abort_story "CUDA test doubles or examples/cuda_oom not built (make tests)"
 fi

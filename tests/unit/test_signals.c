@@ -11,6 +11,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "report_internal.h"
 
 static sigjmp_buf jb;
 static volatile int ran, ran_info;
@@ -184,5 +185,36 @@ TEST(program_stack_kept)
     ot_signals_sigaltstack(&off, NULL);
 }
 
-TEST_MAIN(names, installed_before_start, old_disposition_and_errors, resethand_emulated, sig_ign_for_real, thread_stacks,
+/* The crash section's story line, as the Caffe example must read. */
+TEST(crash_story_text)
+{
+    static ot_report_t r;
+    static ot_crash_t c;
+    static char mem[4096];
+    ot_memset(&r, 0, sizeof r);
+    ot_memset(&c, 0, sizeof c);
+    c.signo = SIGABRT;
+    c.signame = "SIGABRT";
+    c.codename = "SI_TKILL";
+    c.mono_ns = 5000000000ull;
+    r.crash = &c;
+    r.n_recent = 2;
+    r.recent[0] = (ot_failure_note_t){.mono_ns = c.mono_ns - 2500000000ull, .api = "malloc", .size = 64};
+    r.recent[1] = (ot_failure_note_t){.mono_ns = c.mono_ns - 300000, .api = "cudaMalloc", .size = 837538000,
+                                      .device = true, .device_index = 0};
+    ot_strlcpy(r.recent[1].report, "/tmp/oomtrace.1.json", sizeof r.recent[1].report);
+    ot_buf_t b;
+    ot_buf_init(&b, mem, sizeof mem, -1);
+    ot_report_crash_text(&r, &b);
+    const char *t = ot_buf_cstr(&b);
+    EXPECT_CONTAINS(t, "oomtrace: aborted 0.3 ms after cudaMalloc(837538000) failed on GPU 0, report /tmp/oomtrace.1.json\n");
+    EXPECT_CONTAINS(t, "oomtrace:   and 2.5 s before it: malloc(64) failed\n");
+    ot_buf_init(&b, mem, sizeof mem, -1);
+    ot_report_crash_json(&r, &b);
+    t = ot_buf_cstr(&b);
+    EXPECT_CONTAINS(t, "\"us_before\":300,\"report\":\"/tmp/oomtrace.1.json\"");
+    EXPECT_CONTAINS(t, "\"signal\":\"SIGABRT\"");
+}
+
+TEST_MAIN(names, crash_story_text, installed_before_start, old_disposition_and_errors, resethand_emulated, sig_ign_for_real, thread_stacks,
           program_stack_kept)
