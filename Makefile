@@ -51,9 +51,12 @@ $(B)/libcore.a: $(CORE_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/oomtrace: launcher/oomtrace.c include/oomtrace.h interpose/internal.h | $(B)/.deps
-	$(CC) -std=gnu11 $(WARN) -Iinclude -Iinterpose -D_GNU_SOURCE $(CFLAGS) \
-	    -DOT_LIBDIR='"$(PREFIX)/lib"' $< -o $@
+# The launcher: its own files, and from the core the report writers and the symbolizer (one for
+# the library and the tools), linked from the archive (postmortem.c defines what init.c would).
+LAUNCHER_SRCS := $(sort $(wildcard launcher/*.c))
+$(B)/oomtrace: $(LAUNCHER_SRCS) launcher/*.h include/oomtrace.h interpose/*.h $(B)/libcore.a | $(B)/.deps
+	$(CC) -std=gnu11 $(WARN) -Iinclude -Iinterpose -Ilauncher -D_GNU_SOURCE $(CFLAGS) \
+	    -DOT_LIBDIR='"$(PREFIX)/lib"' $(LAUNCHER_SRCS) -o $@ $(B)/libcore.a $(LIBS)
 
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/*.h interpose/*.h include/*.h $(B)/libcore.a
 	@mkdir -p $(dir $@)

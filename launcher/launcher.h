@@ -58,6 +58,9 @@ void ot_die_by(int sig);
 void ot_pm_after_child(pid_t pid, unsigned long long start_time, int sig, const ot_oom_probe_t *before,
                        const ot_oom_probe_t *after, const char *options);
 
+/* supervise.c tells the post-mortem which signal it last forwarded (Slurm: SIGTERM, then SIGKILL). */
+void ot_pm_note_forwarded(int sig);
+
 /* /proc/PID/stat field 22 (start time in clock ticks since boot); 0 if the process is gone. */
 unsigned long long ot_proc_start_time(pid_t pid);
 

@@ -77,6 +77,7 @@ static bool should_forward(int sig, const siginfo_t *si)
 
 static void forward(int sig, const siginfo_t *si)
 {
+    if (sig != SIGCONT && sig != SIGWINCH) ot_pm_note_forwarded(sig);
     if (si->si_code == SI_QUEUE) sigqueue(child, sig, si->si_value);
     else kill(child, sig);
 }
