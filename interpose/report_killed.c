@@ -149,6 +149,14 @@ void ot_report_diagnose_killed(const ot_report_t *r, ot_diag_sink_t sink, void *
     }
 }
 
+static const char *by_words(ot_killed_by_t by)
+{
+    return by == OT_KILLED_CGROUP_OOM   ? "the cgroup OOM killer"
+           : by == OT_KILLED_KERNEL_OOM ? "the kernel's OOM killer"
+           : by == OT_KILLED_SIGNAL     ? "a signal from outside the process, not an OOM killer"
+                                        : "unknown";
+}
+
 static const char *by_name(ot_killed_by_t by)
 {
     return by == OT_KILLED_CGROUP_OOM   ? "cgroup_oom_killer"
@@ -160,8 +168,8 @@ static const char *by_name(ot_killed_by_t by)
 void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
 {
     const ot_report_killed_t *k = r->killed;
-    ot_buf_printf(b, "oomtrace: killed: %s by %s", k->signal ? ot_report_signal_name(k->signal) : "unknown signal",
-                  by_name(k->by));
+    ot_buf_printf(b, "oomtrace: killed: %s; killer: %s", k->signal ? ot_report_signal_name(k->signal) : "signal unknown",
+                  by_words(k->by));
     if (k->cgroup_version) {
         ot_buf_printf(b, "; cgroup v%d %s %s ", k->cgroup_version, k->cgroup_path ? k->cgroup_path : "?",
                       k->limit_file ? k->limit_file : "limit");
