@@ -4,6 +4,8 @@
  *                                           the state after each, until it is killed
  *   statefile_writer leave DIR [torn|torn1]          writes a state and exits without removing it
  *   statefile_writer wait DIR               writes a state and sleeps (a live process's file)
+ *   statefile_writer plain - [BLOCK_MIB]    grows as `grow` with no state file of its own (for the
+ *                                           library's recorder to record) 
  * DIR "-" means the recorder's default (/dev/shm/oomtrace-UID). */
 
 #include <elf.h>
@@ -256,10 +258,12 @@ static __attribute__((noinline)) void grow_buffers(uint64_t block, int max_block
         total_bytes += block;
         nblocks++;
         if (live > peak) peak = live;
-        note_site(block);
-        update(false);
+        if (id) {
+            note_site(block);
+            update(false);
+        }
         memset(p, 1, block); /* the page faults the OOM killer answers */
-        update(false);
+        if (id) update(false);
         if (max_blocks < 0) usleep(20000);
     }
 }
@@ -269,6 +273,11 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: statefile_writer grow|leave|wait DIR [ARG]\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "plain")) {
+        uint64_t mib = argc > 3 ? strtoull(argv[3], NULL, 10) : 16;
+        grow_buffers(mib << 20, -1);
+        return 0;
     }
     create(argv[2]);
     if (!strcmp(argv[1], "grow")) {
