@@ -379,7 +379,7 @@ int ot_cmd_postmortem(int argc, char **argv)
             continue;
         }
         bool isdir = S_ISDIR(st.st_mode);
-        char dir[600], tmpl[700], path[900];
+        char dir[600], tmpl[700], path[1024];
         if (isdir) snprintf(dir, sizeof dir, "%s", *args);
         else {
             snprintf(dir, sizeof dir, "%s", *args);

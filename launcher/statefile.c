@@ -30,15 +30,32 @@ static bool within(uint64_t off, uint64_t n, uint64_t len)
     return off <= len && n <= len - off;
 }
 
+/* Is s valid UTF-8 (what a JSON report may carry)? */
+static bool utf8_ok(const char *s)
+{
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        unsigned n = *c < 0x80 ? 0 : (*c & 0xe0) == 0xc0 ? 1 : (*c & 0xf0) == 0xe0 ? 2 : (*c & 0xf8) == 0xf0 ? 3 : 9;
+        if (n == 9 || (n == 1 && *c < 0xc2) || (n == 3 && *c > 0xf4)) return false;
+        for (unsigned i = 1; i <= n; i++)
+            if ((c[i] & 0xc0) != 0x80) return false;
+        c += n + 1;
+    }
+    return true;
+}
+
+/* Cuts s at its array's end, and replaces what is not UTF-8 (a report prints it) with '?'. */
 static void cut(char *s, size_t cap)
 {
     s[cap - 1] = 0;
+    if (utf8_ok(s)) return;
+    for (unsigned char *c = (unsigned char *)s; *c; c++)
+        if (*c >= 0x80) *c = '?';
 }
 
 /* A path a report may print and the symbolizer may open: absolute, no control bytes. */
 static bool usable_path(const char *p)
 {
-    if (p[0] != '/') return false;
+    if (p[0] != '/' || !utf8_ok(p)) return false;
     for (const unsigned char *c = (const unsigned char *)p; *c; c++)
         if (*c < 0x20 || *c == 0x7f) return false;
     return true;
@@ -193,7 +210,7 @@ bool ot_sf_parse(const unsigned char *buf, size_t len, ot_sf_t *out, char *err, 
     for (unsigned i = 0; i < fr->n_modules; i++) {
         ot_rec_module_t m;
         memcpy(&m, f + mods.offset + i * mods.stride, sizeof m);
-        cut(m.path, sizeof m.path);
+        m.path[sizeof m.path - 1] = 0; /* not rewritten: usable_path drops it instead */
         if (m.build_id_len > sizeof m.build_id || m.end < m.start || !usable_path(m.path)) {
             out->dropped++;
             continue;
