@@ -294,7 +294,7 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, int sig, const 
     c.died_ns = now_ns();
     c.forwarded_signal = g_forwarded_signal;
     c.forwarded_ns = g_forwarded_ns;
-    char dir[600], path[800];
+    char dir[600], path[1024];
     char exe[64];
     snprintf(exe, sizeof exe, "program");
     set_identity(pid, exe, "");
