@@ -70,6 +70,8 @@ static void atfork_child(void)
     ot_state.pid = (pid_t)syscall(SYS_getpid);
     ot_report_atfork_child();
     ot_unwind_atfork_child();
+    ot_recorder_atfork_child();
+    ot_pressure_atfork_child();
 }
 
 void ot_init(void)
@@ -90,6 +92,8 @@ void ot_init(void)
         ot_buf_flush(&err);
     }
     ot_stack_init();
+    ot_recorder_init();
+    ot_pressure_init();
     pthread_atfork(NULL, NULL, atfork_child);
     ot_in_hook--;
     __atomic_store_n(&ot_state.initialized, 2, __ATOMIC_RELEASE);
@@ -108,4 +112,5 @@ __attribute__((constructor(101))) static void ot_constructor(int argc, char **ar
 __attribute__((destructor)) static void ot_destructor(void)
 {
     ot_report_exit_summary();
+    ot_recorder_close(); /* a normal exit: no state file left behind (exit.c will own this) */
 }

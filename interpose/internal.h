@@ -341,6 +341,10 @@ typedef struct {
     unsigned top_sites;        /* sites listed per report */
     bool cuda;                 /* intercept CUDA */
     bool verbose;
+    bool recorder;             /* the flight recorder's state file (recorder.c) */
+    uint64_t recorder_bytes;   /* its size bound */
+    char state_dir[512];       /* directory template of state files, "" = per-user tmpfs default */
+    double pressure;           /* pressure watch threshold, fraction of the tightest limit; 0 = off */
 } ot_options_t;
 extern OT_HIDDEN ot_options_t ot_opt;
 void ot_options_defaults(ot_options_t *o);
@@ -371,6 +375,8 @@ typedef struct {
 } ot_totals_t;
 void ot_live_totals(bool device, ot_totals_t *out);      /* host, or all device kinds together */
 void ot_live_totals_kind(unsigned kind, ot_totals_t *out);
+/* The approximate running level of a class (0 host, 1 device; within 256 KiB per thread). */
+int64_t ot_live_approx_level(int cls);
 /* Record a successful allocation made by the hook that expands this (or an always_inline helper of
  * it): the stack, when one is taken, starts at the hook's caller (OT_ORIGIN). device: CUDA
  * ordinal, -1 for host memory. Device kinds always get a call site; host allocations get one by
@@ -447,6 +453,55 @@ void ot_report_atfork_child(void);
  * may be exhausted: then nothing may be dlopen'ed (NVML is used only if already loaded). */
 int ot_cuda_probe_devices(ot_device_info_t *out, int max, int focus_device, bool may_load);
 bool ot_cuda_active(void);
+
+/* ------------------------------------------------------------------ recorder.c
+ * The flight recorder: a state file per process, mapped MAP_SHARED so that it outlives a SIGKILL
+ * (layout: recorder_format.h). Created once the process holds OT_RECORDER_MIN_BYTES (live host +
+ * device); rewritten from the level flush at most every ~100 ms or 4 MiB of change, by one thread
+ * at a time (a try-lock: the others skip); no malloc, no lock waited on, on the allocation path. */
+#define OT_RECORDER_MIN_BYTES (8ll << 20)
+#define OT_RECORDER_LARGE_BYTES (1ull << 20) /* allocations this big go into the large ring */
+extern OT_HIDDEN uint64_t ot_recorder_large_min; /* UINT64_MAX while the recorder is off */
+void ot_recorder_init(void);                     /* after the options; creates nothing */
+void ot_recorder_on_level(int cls, int64_t level); /* live.c's level flush: class 0 host, 1 device */
+void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site);
+void ot_recorder_failure(const char *api, uint64_t size, int code, const char *error_name, bool device,
+                         const char *report_path);
+void ot_recorder_note_report(const char *path); /* a report this process wrote */
+void ot_recorder_update_now(void);  /* rewrite the file now if it exists (a snapshot, tests) */
+void ot_recorder_close(void);       /* normal exit or final report written: the file goes */
+void ot_recorder_before_exec(void); /* the exec family's hooks: the new image starts afresh */
+void ot_recorder_exec_failed(void);
+void ot_recorder_atfork_child(void);
+/* The state file's path, "" if none (tests, verbose). */
+const char *ot_recorder_path(void);
+/* Tests: the file size and section capacities recorder_bytes= gives. */
+uint64_t ot_recorder_layout_for_test(uint64_t bytes, uint32_t caps[5]);
+
+/* ------------------------------------------------------------------ pressure.c
+ * The pressure watch (a report at pressure= of the tightest limit, and further steps) and the cheap
+ * usage readings it shares with the recorder. */
+extern OT_HIDDEN int64_t ot_pressure_trigger; /* host live level that makes live.c call in; INT64_MAX off */
+void ot_pressure_init(void);
+void ot_pressure_crossed(int64_t host_level);
+void ot_pressure_poll(int64_t host_level); /* the recorder's periodic look */
+void ot_pressure_atfork_child(void);
+typedef struct {
+    int64_t vm_size, rss, cgroup_usage; /* -1 unknown */
+} ot_usage_t;
+void ot_usage_setup(const ot_host_mem_t *m); /* where the cgroup usage is read */
+void ot_usage_read(ot_usage_t *u);           /* /proc/self/statm and the cgroup's usage file */
+typedef struct {
+    double threshold, next_step;
+    unsigned limit_kind, steps_reported; /* OT_REC_LIMIT_* (recorder_format.h) */
+    int64_t limit, usage;
+} ot_pressure_info_t;
+void ot_pressure_info(ot_pressure_info_t *out);
+/* The decisions, for tests: the steps of a threshold; the limit (1-based index, 0 none) nearest
+ * to its usage and that fraction; the host level at which to look again. */
+void ot_pressure_steps(double p, double out[3]);
+unsigned ot_pressure_tightest(const int64_t limit[3], const int64_t usage[3], double *frac);
+int64_t ot_pressure_next_trigger(int64_t host_level, const int64_t limit[3], const int64_t usage[3], double step);
 
 /* ------------------------------------------------------------------ init.c / hooks */
 typedef struct {

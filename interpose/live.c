@@ -192,7 +192,18 @@ static void raise_peak(int cls, int64_t level)
 OT_NOINLINE void ot_live_level_flush(int cls, int64_t delta)
 {
     int64_t now = atomic_fetch_add_explicit(&approx_level[cls], delta, memory_order_relaxed) + delta;
-    if (delta > 0) raise_peak(cls, now);
+    if (delta > 0) {
+        raise_peak(cls, now);
+        /* The pressure watch: one compare against the level its last reading left (pressure.c). */
+        if (OT_UNLIKELY(cls == 0 && now >= __atomic_load_n(&ot_pressure_trigger, __ATOMIC_RELAXED)))
+            ot_pressure_crossed(now);
+    }
+    ot_recorder_on_level(cls, now); /* the flight recorder's clock and distance checks (recorder.c) */
+}
+
+int64_t ot_live_approx_level(int cls)
+{
+    return atomic_load_explicit(&approx_level[cls != 0], memory_order_relaxed);
 }
 
 /* Weight of a sampled block: its size divided by the probability that the byte sampler picked
@@ -516,6 +527,7 @@ static inline __attribute__((always_inline)) void record_body(const ot_origin_t 
             ot_sites_on_alloc(site, full ? size : sample_weight(size), !full);
     }
     place(c, key, size, kind, site);
+    if (OT_UNLIKELY(size >= ot_recorder_large_min)) ot_recorder_large(size, kind, device, site);
 }
 
 OT_NOINLINE void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site)

@@ -19,6 +19,29 @@ void ot_options_defaults(ot_options_t *o)
     o->top_sites = 10;
     o->cuda = true;
     o->verbose = false;
+    o->recorder = true;
+    o->recorder_bytes = 1024 * 1024;
+    o->pressure = 0.9;
+}
+
+/* A fraction "0", "1", "0.9", ".95": three decimals at most, no suffix. */
+static bool parse_fraction(const char *v, size_t n, double *out)
+{
+    size_t i = 0;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    bool any = false;
+    while (i < n && v[i] >= '0' && v[i] <= '9' && whole < 10) whole = whole * 10 + (uint64_t)(v[i++] - '0'), any = true;
+    if (i < n && v[i] == '.') {
+        i++;
+        while (i < n && v[i] >= '0' && v[i] <= '9' && scale < 1000000) {
+            frac = frac * 10 + (uint64_t)(v[i++] - '0');
+            scale *= 10;
+            any = true;
+        }
+    }
+    if (!any || i != n) return false;
+    *out = (double)whole + (double)frac / (double)scale;
+    return true;
 }
 
 static bool key_is(const char *k, size_t kl, const char *name)
@@ -65,7 +88,7 @@ static bool set_string(char *dst, size_t cap, const char *v, size_t n)
 int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
 {
     static const char keys[] = "valid keys are report, log, stacks, stack_depth, sample_bytes, stack_min_bytes, "
-                               "max_reports, top_sites, cuda, verbose";
+                               "max_reports, top_sites, cuda, verbose, recorder, recorder_bytes, state_dir, pressure";
     int errors = 0;
     if (!s) return 0;
     while (*s) {
@@ -146,6 +169,33 @@ int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
                 errors++;
             } else {
                 o->cuda = b;
+            }
+        } else if (key_is(k, kl, "recorder")) {
+            if (!parse_bool(v, vl, &b)) {
+                bad(err, k, kl, v, vl, "valid values are 0 and 1");
+                errors++;
+            } else {
+                o->recorder = b;
+            }
+        } else if (key_is(k, kl, "recorder_bytes")) {
+            if (!ot_parse_size(v, vl, &num) || num < 256 * 1024 || num > 64ull * 1024 * 1024) {
+                bad(err, k, kl, v, vl, "expected a size from 256K to 64M");
+                errors++;
+            } else {
+                o->recorder_bytes = num;
+            }
+        } else if (key_is(k, kl, "state_dir")) {
+            if (!set_string(o->state_dir, sizeof o->state_dir, v, vl)) {
+                bad(err, k, kl, v, vl, "expected a directory path template (%p %h %e %r)");
+                errors++;
+            }
+        } else if (key_is(k, kl, "pressure")) {
+            double f;
+            if (!parse_fraction(v, vl, &f) || (f != 0 && (f < 0.5 || f >= 1))) {
+                bad(err, k, kl, v, vl, "expected 0 (off) or a fraction from 0.5 to below 1, such as 0.9");
+                errors++;
+            } else {
+                o->pressure = f;
             }
         } else if (key_is(k, kl, "verbose")) {
             if (!parse_bool(v, vl, &b)) {
