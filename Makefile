@@ -100,7 +100,7 @@ tests: all $(TEST_BINS)
 check: tests
 	@bash tests/run.sh
 
-demo: all $(B)/examples/host_oom $(EXTRA_DEMO_BINS)
+demo: all $(B)/examples/host_oom $(B)/examples/grow_oom $(EXTRA_DEMO_BINS)
 	@bash scripts/demo.sh
 
 bench: all
