@@ -1411,6 +1411,7 @@ static void sy_parse_line(const char *s, size_t n)
         m->base = sy_cur.base;
         m->path = (uint32_t)sy_cur.path_at;
         m->vdso = vdso;
+        m->external = m->nosyms = false; /* the slot may hold a module given by ot_symbolize_use_modules */
         if (sy_cur.path_at == sy_pool_len) sy_pool_len += plen + 1; /* commit the copy */
         sy_cur.mod = (int)sy_nmods++;
     }
