@@ -55,8 +55,8 @@ void ot_die_by(int sig);
 
 /* ------------------------------------------------------------------ postmortem.c */
 /* After the supervised child died by sig: a "killed" report from its state file, if it left one. */
-void ot_pm_after_child(pid_t pid, unsigned long long start_time, int sig, const ot_oom_probe_t *before,
-                       const ot_oom_probe_t *after, const char *options);
+void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
+                       const ot_oom_probe_t *before, const ot_oom_probe_t *after, const char *options);
 
 /* supervise.c tells the post-mortem which signal it last forwarded (Slurm: SIGTERM, then SIGKILL). */
 void ot_pm_note_forwarded(int sig);

@@ -278,8 +278,8 @@ void ot_pm_note_forwarded(int sig)
     g_forwarded_ns = now_ns();
 }
 
-void ot_pm_after_child(pid_t pid, unsigned long long start_time, int sig, const ot_oom_probe_t *before,
-                       const ot_oom_probe_t *after, const char *options)
+void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
+                       const ot_oom_probe_t *before, const ot_oom_probe_t *after, const char *options)
 {
     static pm_ctx_t c;
     parse_options(options, &c);
@@ -295,9 +295,8 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, int sig, const 
     c.forwarded_signal = g_forwarded_signal;
     c.forwarded_ns = g_forwarded_ns;
     char dir[600], path[1024];
-    char exe[64];
-    snprintf(exe, sizeof exe, "program");
-    set_identity(pid, exe, "");
+    /* state_dir='s %e: the program as named (a script's interpreter would differ: rare in a directory) */
+    set_identity(pid, prog, "");
     state_dir(&c, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/%s%d-%llu%s", dir, OT_REC_NAME_PREFIX, (int)pid, start_time, OT_REC_NAME_SUFFIX);
     struct stat st;

@@ -207,7 +207,7 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         ot_oom_probe(0, &after);
-        ot_pm_after_child(child, start, sig, &before, &after, o->options);
+        ot_pm_after_child(child, start, argv[0], sig, &before, &after, o->options);
         fflush(NULL);
         ot_die_by(sig);
     }

@@ -77,6 +77,20 @@ got=$(jget "(r['killed']['signal'], r['killed']['forwarded_signal'], r['killed']
 if [ "$rc" -eq 143 ] && [ "$got" = "(15, 'SIGTERM', 'signal')" ]; then pass killed_forwarded_sigterm
 else fail killed_forwarded_sigterm "status $rc (want 143), (signal, forwarded, killer) = $got"; fi
 
+# ---------------------------------------------------------------- a descendant's left-over file
+# The program (a shell) starts a grandchild that records, and both are killed: the grandchild's
+# file names this supervisor (OOMTRACE_SUPERVISOR), so the launcher reports it too.
+setup descendant fake
+{ OOMTRACE_OPTIONS=$OPTS "$L" bash -c '"$0" grow "$1" 1 & for _ in $(seq 100); do ls "$1"/*.rec >/dev/null 2>&1 && break; sleep 0.05; done; sleep 0.2; kill -9 $!; sleep 0.1; kill -9 $$' "$SW" "$SD" >"$D/out" 2>"$D/err"; } 2>/dev/null
+rc=$?
+R=$(report)
+got=$([ -n "$R" ] && jget "(r['event'], r['killed']['killer'], r['process']['exe'].endswith('statefile_writer'))")
+if [ "$rc" -eq 137 ] && [ "$got" = "('killed', 'unknown', True)" ] && [ -z "$(ls "$SD"/*.rec 2>/dev/null)" ]; then
+    pass killed_descendant_file
+else
+    fail killed_descendant_file "status $rc, report: $got; left: $(ls "$SD"); $(head -c 200 "$D/err")"
+fi
+
 # ---------------------------------------------------------------- no state file: no report
 setup nofile
 { OOMTRACE_OPTIONS=$OPTS "$L" "$T/sigtool" raise 9 >"$D/out" 2>"$D/err"; } 2>/dev/null; rc=$?
