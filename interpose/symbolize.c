@@ -2023,8 +2023,10 @@ unsigned ot_symbolize_use_modules(const ot_module_desc_t *mods, unsigned n)
         sy_pool_len += plen + 1;
         uint32_t mod = sy_nmods++;
         unsigned before = sy_nranges;
-        int fd = open(d->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        /* A path from a file on disk: only a regular file is opened (opening a device can act). */
         struct stat st;
+        int fd = stat(d->path, &st) == 0 && S_ISREG(st.st_mode)
+                     ? open(d->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) : -1;
         if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
             unsigned char id[40];
             unsigned len = sy_file_build_id(fd, (uint64_t)st.st_size, id, sizeof id);

@@ -211,10 +211,12 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
     K.torn = sf->other_torn;
     K.forwarded_signal = c->forwarded_signal;
     K.forwarded_realtime_ns = c->forwarded_ns;
-    K.large = sf->large;
-    K.n_large = sf->n_large;
-    K.hist = sf->hist;
-    K.n_hist = sf->n_hist;
+    /* The newest ones only: a crafted file's ring of 100,000 distinct stacks must not make the
+     * report symbolize millions of frames (the history has no stacks: all of it, up to a bound). */
+    K.n_large = sf->n_large < 64 ? sf->n_large : 64;
+    K.large = sf->large + (sf->n_large - K.n_large);
+    K.n_hist = sf->n_hist < 16384 ? sf->n_hist : 16384;
+    K.hist = sf->hist + (sf->n_hist - K.n_hist);
     K.failures_seen = fr->failures_seen;
     K.reports_written = fr->reports_written;
     K.last_report = fr->last_report;
