@@ -279,6 +279,8 @@ bool ot_sf_read(const char *path, ot_sf_t *out, char *err, size_t errcap)
     return ok;
 }
 
+static unsigned long long proc_stat(pid_t pid, char *state);
+
 bool ot_sf_process_alive(const ot_sf_t *s)
 {
     char boot[64] = "";
@@ -292,12 +294,22 @@ bool ot_sf_process_alive(const ot_sf_t *s)
     }
     /* A file from an earlier boot names no live process, whatever runs under its pid now. */
     if (boot[0] && s->id.boot_id[0] && strcmp(boot, s->id.boot_id)) return false;
-    unsigned long long st = ot_proc_start_time(s->id.pid);
-    return st != 0 && st == s->id.start_time;
+    char state;
+    unsigned long long st = proc_stat(s->id.pid, &state);
+    /* A zombie is dead: it will not write again (its parent has not reaped it yet). */
+    return st != 0 && st == s->id.start_time && state != 'Z' && state != 'X';
 }
 
 unsigned long long ot_proc_start_time(pid_t pid)
 {
+    char st;
+    return proc_stat(pid, &st);
+}
+
+/* Start time and state letter of /proc/PID/stat (0: no such process). */
+static unsigned long long proc_stat(pid_t pid, char *state)
+{
+    *state = 0;
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -309,6 +321,7 @@ unsigned long long ot_proc_start_time(pid_t pid)
     char *p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
     if (!p) return 0;
     p++;
+    if (p[0] == ' ') *state = p[1];
     /* field 3 (state) follows; start time is field 22 */
     for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;

@@ -42,7 +42,7 @@ bool ot_sf_parse(const unsigned char *buf, size_t len, ot_sf_t *out, char *err, 
 bool ot_sf_read(const char *path, ot_sf_t *out, char *err, size_t errcap);
 void ot_sf_free(ot_sf_t *s);
 
-/* Is the process the file names still running (same pid, same start time, same boot)? */
+/* Is the process the file names still running (same pid, same start time, same boot, not a zombie)? */
 bool ot_sf_process_alive(const ot_sf_t *s);
 
 #endif
