@@ -71,6 +71,11 @@ $(B)/tests/unit/test_table: TEST_SRCS := interpose/table.c
 $(B)/tests/unit/test_table: interpose/table.c
 $(B)/tests/unit/test_table $(B)/tests/tsan/test_table $(B)/tests/asan/test_table: TEST_DEFS := -DOT_TABLE_TEST_HOOKS
 
+# Unit tests of the launcher's own files: built with them (they are not in the core).
+$(B)/tests/unit/test_oomkill: TEST_SRCS := launcher/oomkill.c
+$(B)/tests/unit/test_oomkill: TEST_DEFS := -Ilauncher
+$(B)/tests/unit/test_oomkill: launcher/oomkill.c launcher/launcher.h
+
 # Sanitizer builds compile the core sources straight into the test.
 $(B)/tests/tsan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) interpose/*.h include/*.h | $(B)/.deps
 	@mkdir -p $(dir $@)

@@ -52,6 +52,10 @@ static void at(char *out, size_t cap, const char *dir, const char *file)
     snprintf(out, cap, "%s/%s", dir, file);
 }
 
+/* The sum of a counter from dir up to the mount root (key NULL: a plain number): a limit hit in an
+ * ancestor (a container's or job's cgroup above this one) counts there, not here. -1: none read. */
+static int64_t summed(const char *mount, const char *dir, const char *file, const char *key);
+
 /* The tightest limit from dir up to the mount root. */
 static int64_t tightest(const char *mount, const char *dir, const char *file)
 {
@@ -69,6 +73,24 @@ static int64_t tightest(const char *mount, const char *dir, const char *file)
         *s = 0;
     }
     return best;
+}
+
+static int64_t summed(const char *mount, const char *dir, const char *file, const char *key)
+{
+    char d[512], p[600];
+    snprintf(d, sizeof d, "%s", dir);
+    int64_t sum = -1;
+    size_t ml = strlen(mount);
+    for (;;) {
+        at(p, sizeof p, d, file);
+        int64_t v = key ? keyed(p, key) : value(p);
+        if (v >= 0) sum = (sum < 0 ? 0 : sum) + v;
+        if (strlen(d) <= ml) break;
+        char *s = strrchr(d, '/');
+        if (!s || (size_t)(s - d) < ml) break;
+        *s = 0;
+    }
+    return sum;
 }
 
 void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
@@ -118,8 +140,7 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
             o->limit = tightest(mount, o->path, "memory.limit_in_bytes");
             at(p, sizeof p, o->path, "memory.oom_control");
             o->oom_kill = keyed(p, "oom_kill");
-            at(p, sizeof p, o->path, "memory.failcnt");
-            o->oom = value(p);
+            o->oom = summed(mount, o->path, "memory.failcnt", NULL);
             at(p, sizeof p, o->path, "memory.usage_in_bytes");
             o->usage = value(p);
             at(p, sizeof p, o->path, "memory.max_usage_in_bytes");
@@ -137,7 +158,7 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
             snprintf(o->rel, sizeof o->rel, "%s", v2);
             snprintf(o->limit_file, sizeof o->limit_file, "memory.max");
             o->oom_kill = keyed(p, "oom_kill");
-            o->oom = keyed(p, "oom");
+            o->oom = summed(mounts[i], o->path, "memory.events", "oom");
             at(p, sizeof p, o->path, "memory.max");
             o->limit_here = value(p);
             o->limit = tightest(mounts[i], o->path, "memory.max");
@@ -168,13 +189,16 @@ ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *b, const ot_oom_pro
     }
     bool same_cg = b->version && b->version == a->version && !strcmp(b->path, a->path);
     if (same_cg && grew(b->oom_kill, a->oom_kill)) {
-        if (grew(b->oom, a->oom) || a->limit >= 0) {
+        /* A limit hit on the way up (failcnt, "oom") tells the cgroup's killer from the global one;
+         * where those counters cannot be read, a limit on the way up has to do. */
+        bool limit_hit = b->oom >= 0 && a->oom >= 0 ? grew(b->oom, a->oom) : a->limit >= 0;
+        if (limit_hit) {
             v.killer = OT_KILLER_CGROUP;
             v.why = b->version == 2 ? "memory.events oom_kill and oom grew while it ran"
-                                    : "memory.oom_control oom_kill grew while it ran";
+                                    : "memory.oom_control oom_kill and memory.failcnt grew while it ran";
         } else {
             v.killer = OT_KILLER_KERNEL;
-            v.why = "its cgroup counted an OOM kill, with no cgroup limit: the system ran out";
+            v.why = "its cgroup counted an OOM kill, but no cgroup on the way up hit its limit: the system ran out";
         }
         return v;
     }
