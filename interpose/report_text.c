@@ -145,6 +145,11 @@ void ot_report_write_text(const ot_report_t *r, int fd)
         ot_report_text_stack(&b, r->ips, r->depth);
     }
     if (r->crash) ot_report_crash_text(r, &b);
+    if (r->killed) {
+        ot_buf_puts(&b, "oomtrace: diagnosis:\n");
+        ot_report_diagnose(r, text_diag_sink, &b);
+        ot_report_text_killed(&b, r);
+    }
     for (int i = 0; i < r->ndev; i++) {
         const ot_device_info_t *d = &r->devices[i];
         ot_buf_printf(&b, "oomtrace: GPU %d %s%s%s%s%s: ", d->index, d->name, d->pci_bus_id[0] ? " bus " : "",

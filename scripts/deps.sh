@@ -18,6 +18,14 @@ if ! echo 'int main(void){return 0;}' | "$cc" -m32 -x c - -o /dev/null >/dev/nul
         { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-multilib >/dev/null 2>&1; } ||
         echo "oomtrace: gcc-multilib could not be installed; the 32-bit test will be skipped" >&2
 fi
+# Optional: libFuzzer for the state-file reader's fuzz test (tests/fuzz; skipped without it).
+if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' |
+    "${FUZZ_CC:-clang}" -fsanitize=fuzzer,address -x c - -o /dev/null >/dev/null 2>&1 &&
+    [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "oomtrace: installing the optional fuzzer toolchain: clang libclang-rt-14-dev"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null 2>&1 ||
+        echo "oomtrace: (clang libclang-rt-14-dev not installed: the fuzz test will be skipped)"
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "oomtrace: installing missing build dependencies: ${need[*]}"
