@@ -160,9 +160,13 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
     R.opt = (ot_report_opts_t){c->opt.stacks, c->opt.sample_bytes, c->opt.stack_min_bytes, c->opt.stack_depth,
                                c->opt.max_reports, c->opt.top_sites};
     const ot_rec_host_mem_t *m = &fr->mem;
-    R.mem = (ot_host_mem_t){m->mem_total, m->mem_available, m->swap_total, m->swap_free, m->vm_size, m->vm_rss,
-                            m->vm_peak, m->vm_data, m->rlimit_as, m->rlimit_data, m->cgroup_limit, m->cgroup_usage,
-                            m->cgroup_swap_limit, m->cgroup_version, "", m->ptr_bits, m->overcommit_memory};
+    R.mem = (ot_host_mem_t){.mem_total = m->mem_total, .mem_available = m->mem_available,
+                            .swap_total = m->swap_total, .swap_free = m->swap_free, .vm_size = m->vm_size,
+                            .vm_rss = m->vm_rss, .vm_peak = m->vm_peak, .vm_data = m->vm_data,
+                            .rlimit_as = m->rlimit_as, .rlimit_data = m->rlimit_data,
+                            .cgroup_limit = m->cgroup_limit, .cgroup_usage = m->cgroup_usage,
+                            .cgroup_swap_limit = m->cgroup_swap_limit, .cgroup_version = m->cgroup_version,
+                            .ptr_bits = m->ptr_bits, .overcommit_memory = m->overcommit_memory};
     snprintf(R.mem.cgroup_path, sizeof R.mem.cgroup_path, "%s", id->cgroup_path);
     if (R.mem.cgroup_version < 0 || R.mem.cgroup_version > 2) R.mem.cgroup_version = 0;
     R.host = (ot_totals_t){fr->host.bytes, fr->host.count, fr->host.peak_bytes, fr->host.total_bytes, fr->host.total_count};
