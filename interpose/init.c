@@ -1,4 +1,4 @@
-/* Start-up, fork and exit handling, and the single path for internal warnings.
+/* Start-up and fork handling, and the single path for internal warnings.
  * Start-up runs from a constructor, before the program's own, with the recursion guard held so
  * that whatever libc allocates meanwhile goes straight to the real allocator. */
 #include <pthread.h>
@@ -91,6 +91,7 @@ void ot_init(void)
     }
     ot_stack_init();
     pthread_atfork(NULL, NULL, atfork_child);
+    ot_exit_install();
     ot_in_hook--;
     __atomic_store_n(&ot_state.initialized, 2, __ATOMIC_RELEASE);
 }
@@ -104,8 +105,4 @@ __attribute__((constructor(101))) static void ot_constructor(int argc, char **ar
     ot_init();
     g_argv = NULL; /* the program may change them from here on */
 }
-
-__attribute__((destructor)) static void ot_destructor(void)
-{
-    ot_report_exit_summary();
-}
+/* Exit is handled in exit.c (the one exit path). */

@@ -262,6 +262,7 @@ static void *map(size_t bytes)
     }
     if (p == MAP_FAILED) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
+    ot_mmap_register(p, bytes); /* the leak check must not read the keys as pointers */
 #ifdef MADV_HUGEPAGE
     if (bytes >= THP_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
@@ -271,6 +272,7 @@ static void *map(size_t bytes)
 
 static void unmap(void *p, size_t bytes)
 {
+    ot_mmap_unregister(p);
     munmap(p, bytes);
     __atomic_fetch_sub(&g_mapped, bytes, __ATOMIC_RELAXED);
 }
