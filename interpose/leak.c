@@ -42,6 +42,12 @@ static struct {
     ot_leak_scan_t *out;
     char *maps_buf;
     size_t maps_cap;
+    uint8_t bit;       /* the pass's mark: 1 for every block, 2 for the device pass */
+    bool device_pass;  /* roots and blocks of the CUDA runtime and driver are left out */
+    uintptr_t cuda_lo[32], cuda_hi[32]; /* their images */
+    unsigned ncuda;
+    uint8_t *site_cuda; /* per site: 0 unknown, 1 allocated by CUDA's own code, 2 not */
+    uint32_t nsites;
 } S;
 
 static uint64_t mono_ns(void)
@@ -216,8 +222,8 @@ static void scan_words(uintptr_t lo, uintptr_t hi)
         uintptr_t v = *w;
         if (v < min || v >= max) continue;
         long i = find_block(v);
-        if (i < 0 || S.b[i].reachable) continue;
-        S.b[i].reachable = 1;
+        if (i < 0 || (S.b[i].reachable & S.bit)) continue;
+        S.b[i].reachable |= S.bit;
         S.stack[S.sp++] = (uint32_t)i;
     }
 }
@@ -283,12 +289,35 @@ static uint64_t scan_resident(uintptr_t lo, uintptr_t hi)
     return done;
 }
 
+static bool in_cuda(uintptr_t ip)
+{
+    for (unsigned i = 0; i < S.ncuda; i++)
+        if (ip >= S.cuda_lo[i] && ip < S.cuda_hi[i]) return true;
+    return false;
+}
+
+/* Was this block allocated by the CUDA runtime's or driver's own code (a frame in their images)?
+ * Their records of every device allocation must not make one reachable. */
+static bool site_is_cuda(uint32_t site)
+{
+    if (!site || !S.site_cuda || site >= S.nsites) return false;
+    if (!S.site_cuda[site]) {
+        ot_site_info_t si;
+        bool c = false;
+        if (ot_sites_get(site, &si))
+            for (unsigned i = 0; i < si.depth && !c; i++) c = in_cuda(si.ips[i]);
+        S.site_cuda[site] = c ? 1 : 2;
+    }
+    return S.site_cuda[site] == 1;
+}
+
 static void drain(void)
 {
     while (S.sp) {
         const ot_leak_block_t *b = &S.b[S.stack[--S.sp]];
         /* Device and managed memory is not read from the host (managed pages would migrate). */
         if (b->kind != OT_KIND_HOST && b->kind != OT_KIND_PINNED) continue;
+        if (S.device_pass && site_is_cuda(b->site)) continue;
         S.out->scanned_block_bytes += scan_readable(b->addr, b->addr + b->size);
     }
 }
@@ -392,6 +421,23 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *ctx)
         if ((uintptr_t)&module_cb >= lo && (uintptr_t)&module_cb < hi) own = true;
     }
     if (own) return 0;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    /* The CUDA driver and runtime keep a record of every device allocation: in the device pass,
+     * their data is no root and what they allocated is not followed. */
+    bool cuda = ot_strstr(name, "/libcuda.so") || ot_strstr(name, "/libcudart.so") || ot_strstr(name, "/libnvidia-") ||
+                ot_strstr(name, "/libcudadebugger.so");
+    if (cuda && !S.device_pass && S.ncuda < 32) {
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+            if (ph->p_type != PT_LOAD) continue;
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < lo) lo = a;
+            if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+        }
+        S.cuda_lo[S.ncuda] = lo, S.cuda_hi[S.ncuda] = hi, S.ncuda++;
+    }
+    if (cuda && S.device_pass) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
@@ -556,7 +602,25 @@ bool ot_leak_scan(ot_leak_scan_t *out)
         if (!w || S.b[w - 1].addr != S.b[i].addr) S.b[w++] = S.b[i];
     S.n = w;
     build_index();
+    S.bit = 1;
     scan_roots(nthreads);
+    /* Device, managed, pinned and pool blocks: a second pass without the CUDA runtime's and
+     * driver's own records (their data, the blocks they allocated). */
+    bool any_device = false;
+    for (size_t i = 0; i < S.n && !any_device; i++) any_device = S.b[i].kind != OT_KIND_HOST;
+    if (any_device) {
+        ot_leak_scan_t keep = *out;
+        S.nsites = ot_sites_count() + 1;
+        S.site_cuda = ot_mmap(S.nsites);
+        for (size_t i = 0; i < S.nvma; i++) S.vma[i].handled = 0;
+        S.bit = 2, S.device_pass = true;
+        scan_roots(nthreads);
+        *out = keep;
+    }
+    for (size_t i = 0; i < S.n; i++) {
+        uint8_t r = S.b[i].reachable;
+        S.b[i].reachable = S.b[i].kind == OT_KIND_HOST || !any_device ? (r & 1) : (r & 2) >> 1;
+    }
     ok = true;
 out:
     ot_world_resume();

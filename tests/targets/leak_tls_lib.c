@@ -3,10 +3,10 @@
 #include <stdlib.h>
 
 #ifdef OT_SHARED_LIB
-static __thread void *held;
+__thread void *leak_tls_lib_held; /* non-static: the store must stay */
 __attribute__((noinline)) void *leak_tls_lib_hold(size_t n)
 {
-    held = malloc(n);
+    leak_tls_lib_held = malloc(n);
     return NULL;
 }
 #else

@@ -18,7 +18,7 @@
 
 void *g_held;               /* a global */
 char *g_interior;           /* an interior pointer */
-static __thread void *t_held; /* static TLS of the main thread */
+__thread void *t_held; /* static TLS (non-static: a store to it must not be optimised away) */
 static uintptr_t g_enc;     /* a pointer no scan can recognise */
 static int pipefd[2];
 static pthread_key_t key;
