@@ -478,6 +478,7 @@ typedef struct {
     pid_t tid;
     _Atomic int state;  /* OT_WORLD_*: only STOPPED has registers */
     uintptr_t sp;       /* STOPPED: from its registers; else from /proc (0: unknown) */
+    uintptr_t tp;       /* STOPPED: its thread pointer (glibc's thread descriptor); else 0 */
     unsigned nregs;
     uintptr_t regs[OT_WORLD_REGS];
 } ot_world_thread_t;

@@ -396,12 +396,20 @@ static bool is_arena(const vma_t *v)
 
 /* A glibc thread stack with no live thread on it (the stack cache): the thread descriptor at its
  * top starts with tcbhead_t {tcb, dtv, self}, tcb == self == its own address. */
+static uintptr_t live_tp[4097]; /* the live threads' descriptors (this one's too) */
+static unsigned nlive_tp;
+
 static bool is_cached_stack(const vma_t *v)
 {
     uintptr_t from = v->hi - 16384 > v->lo ? v->hi - 16384 : v->lo;
     for (uintptr_t a = (from + 63) & ~(uintptr_t)63; a + 24 <= v->hi; a += 64) {
         const uintptr_t *w = (const uintptr_t *)a;
-        if (w[0] == a && w[2] == a) return true;
+        if (w[0] != a || w[2] != a) continue;
+        /* A live thread's descriptor outside its stack (the main thread's, which ld.so allocated
+         * with its static TLS): a root like any thread's TLS. */
+        for (unsigned i = 0; i < nlive_tp; i++)
+            if (live_tp[i] == a) return false;
+        return true;
     }
     return false;
 }
@@ -531,10 +539,14 @@ static void scan_roots(unsigned nthreads)
     scan_own_stack();
     drain();
     bool unknown = false;
+    nlive_tp = 0;
+    live_tp[nlive_tp++] = (uintptr_t)__builtin_thread_pointer();
     for (unsigned i = 0; i < nthreads; i++) {
         ot_world_thread_t *t = &S.threads[i];
         int st = t->state;
         if (st == OT_WORLD_GONE) continue;
+        if (t->tp && nlive_tp < sizeof live_tp / sizeof *live_tp) live_tp[nlive_tp++] = t->tp;
+        else unknown = true; /* its descriptor could be anywhere: no mapping is taken for a dead thread's */
         S.out->threads++;
         if (st == OT_WORLD_STOPPED) {
             S.out->threads_with_regs++;

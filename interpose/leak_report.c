@@ -517,6 +517,16 @@ static void case_name(ot_buf_t *b, const group_t *g)
             ot_buf_puts(b, named ? " from " : " in ");
             xml_str(b, fr.function[0] ? fr.function : "??");
             named++;
+            /* Where in that frame: two sites in the same functions get different names, and the
+             * name stays the same from run to run (a CI's test history follows it). */
+            const char *base = fr.module;
+            for (const char *p = fr.module; *p; p++)
+                if (*p == '/') base = p + 1;
+            if (named == 2 || i + 1 == si.depth) {
+                ot_buf_puts(b, " (");
+                xml_str(b, base);
+                ot_buf_printf(b, "+0x%lx)", (unsigned long)fr.offset);
+            }
         }
     if (!named) ot_buf_printf(b, " at site %u", g->site);
 }

@@ -63,6 +63,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         me->nregs = 0;
         me->sp = (uintptr_t)__builtin_frame_address(0);
 #endif
+        me->tp = (uintptr_t)__builtin_thread_pointer();
         atomic_store_explicit(&me->state, OT_WORLD_STOPPED, memory_order_release);
         /* Wait for the release, 100 ms at a time, 60 s at most: a stopper that died must not leave
          * this thread hanging. */
@@ -204,8 +205,9 @@ unsigned ot_world_stop(ot_world_thread_t *t, unsigned max)
                 t[i].sp = sp_from_proc(t[i].tid);
                 continue;
             }
-            if (syscall(SYS_tgkill, pid, t[i].tid, g_sig) == 0) t[i].state = OT_WORLD_SIGNALLED;
-            else t[i].state = OT_WORLD_GONE; /* exited meanwhile */
+            /* SIGNALLED before the signal: its handler may answer before tgkill returns. */
+            atomic_store(&t[i].state, OT_WORLD_SIGNALLED);
+            if (syscall(SYS_tgkill, pid, t[i].tid, g_sig) != 0) atomic_store(&t[i].state, OT_WORLD_GONE); /* exited */
         }
         signalled = n;
         unsigned m = enumerate(t, n, max, self);

@@ -7,6 +7,9 @@ cc=${CC:-cc}
 if ! echo '#include <libunwind.h>' | "$cc" -E -x c - >/dev/null 2>&1; then need+=(libunwind-dev); fi
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v make >/dev/null 2>&1 || need+=(make)
+# The leak check's tests: xmllint validates the JUnit file, strace runs a program under ptrace.
+command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "oomtrace: installing missing build dependencies: ${need[*]}"

@@ -71,7 +71,7 @@ static void *reg_thread(void *arg)
 static void *tls_thread(void *arg)
 {
     (void)arg;
-    t_held = dec();
+    t_held = dec(); /* thread_lost: the kept block; mk_lost's is lost while this thread runs */
     g_enc = 0;
     char c;
     while (read(pipefd[0], &c, 1) < 0) {
@@ -144,28 +144,37 @@ N void mk_fork(void)
     printf("child status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
+static pthread_mutex_t many_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t many_cv = PTHREAD_COND_INITIALIZER;
+static void *sleep_thread(void *arg)
+{
+    (void)arg;
+    sleep(1000);
+    return NULL;
+}
+static void *cond_thread(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&many_m);
+    for (;;) pthread_cond_wait(&many_cv, &many_m);
+    return NULL;
+}
+static void *pipe_thread(void *arg)
+{
+    (void)arg;
+    char c;
+    while (read(pipefd[0], &c, 1) < 0) {
+    }
+    return NULL;
+}
+
 N void mk_many(void)
 {
     /* Threads blocked in system calls at exit: read, nanosleep, a futex (pthread_cond_wait). */
-    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     pipe(pipefd);
     for (int i = 0; i < 6; i++) {
         pthread_t t;
-        void *(*fn)(void *) = NULL;
-        switch (i % 3) {
-        case 0: fn = (void *(*)(void *))(void (*)(void))0; break;
-        }
-        (void)fn;
-        if (i % 3 == 0) {
-            pthread_create(&t, NULL, stack_thread, NULL);
-        } else if (i % 3 == 1) {
-            pthread_create(&t, NULL, (void *(*)(void *))sleep, (void *)(uintptr_t)1000);
-        } else {
-            pthread_mutex_lock(&m);
-            pthread_create(&t, NULL, (void *(*)(void *))pthread_cond_wait, &cv);
-            pthread_mutex_unlock(&m);
-        }
+        pthread_create(&t, NULL, i % 3 == 0 ? pipe_thread : i % 3 == 1 ? sleep_thread : cond_thread, NULL);
     }
     usleep(50000);
     mk_lost();
@@ -188,6 +197,7 @@ int main(int argc, char **argv)
     else if (!strcmp(m, "chain")) mk_chain();
     else if (!strcmp(m, "tls_static")) mk_tls_static();
     else if (!strcmp(m, "thread_stack")) mk_for_thread(1010), start(stack_thread);
+    else if (!strcmp(m, "thread_lost")) mk_lost(), mk_for_thread(1017), start(tls_thread);
     else if (!strcmp(m, "thread_reg")) mk_for_thread(1011), start(reg_thread);
     else if (!strcmp(m, "tls_thread")) mk_for_thread(1012), start(tls_thread);
     else if (!strcmp(m, "setspecific")) {
