@@ -2,8 +2,9 @@
  * LSan-format and built-in suppressions, writes text (log=), JSON (report=, event "leak_check") and
  * JUnit XML (junit=). Runs at exit only, after the other threads were let go: static buffers and
  * ot_mmap'd memory, raw writes; no malloc, no stdio.
- * TODO(lead, report.c split): the log fd, the time and the stack writers below are small copies
- * of report.c's statics; use report_text.c / report_json.c's once the split lands. */
+ * Stacks and times through report_fmt.c's writers (one symbolizer). TODO(lead): the log file is
+ * opened here (report.c's get_log_fd is static), and the section could become a block of
+ * report_text.c / report_json.c guarded by an ot_report_t field, as the split intends. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "report_internal.h"
 
 typedef struct {
     uint32_t site;
@@ -33,7 +35,7 @@ static unsigned nrules;
 static char *supp_text;
 
 static char out_mem[16384];
-static ot_frame_t fr;
+static ot_frame_t fr; /* a copy of the last frame symbolized */
 
 /* ---------------------------------------------------------------- suppressions */
 
@@ -128,7 +130,7 @@ static bool own_module(const char *m)
     return true;
 }
 
-static void symbolize_ret(uintptr_t ip) { ot_symbolize(ip > 0 ? ip - 1 : ip, &fr); }
+static void symbolize_ret(uintptr_t ip) { fr = *ot_report_frame(ip); }
 
 /* Which rule suppresses this site (-1: none); *builtin says whether it was a built-in one. */
 static int match_site(uint32_t site, bool *builtin)
@@ -254,21 +256,6 @@ static void classify(totals_t *t)
 
 /* ---------------------------------------------------------------- output */
 
-static void put_time_utc(ot_buf_t *b, time_t t)
-{
-    int64_t days = t / 86400, secs = t % 86400;
-    if (secs < 0) secs += 86400, days--;
-    days += 719468;
-    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-    int64_t doe = days - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
-    if (m <= 2) y++;
-    ot_buf_printf(b, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", (long long)y, (long long)m, (long long)d,
-                  (long long)(secs / 3600), (long long)(secs / 60 % 60), (long long)(secs % 60));
-}
-
 static int open_out(const char *tmpl, bool append_existing, char *path, size_t cap)
 {
     if (!ot_expand_template(tmpl, 0, path, cap)) return -1;
@@ -291,42 +278,15 @@ static int log_fd(void)
 static void text_stack(ot_buf_t *b, uint32_t site)
 {
     ot_site_info_t si;
-    if (!site || !ot_sites_get(site, &si) || !si.depth) {
-        ot_buf_puts(b, "oomtrace:     (no stack recorded)\n");
-        return;
-    }
-    for (unsigned i = 0; i < si.depth; i++) {
-        symbolize_ret(si.ips[i]);
-        ot_buf_printf(b, "oomtrace:     #%u %p in %s", i, (void *)si.ips[i], fr.function[0] ? fr.function : "??");
-        if (fr.module && fr.module[0]) ot_buf_printf(b, " (%s+0x%lx)", fr.module, (unsigned long)fr.offset);
-        if (fr.file[0]) ot_buf_printf(b, " %s:%d", fr.file, fr.line);
-        ot_buf_putc(b, '\n');
-    }
+    if (!site || !ot_sites_get(site, &si)) si.depth = 0, si.ips = NULL;
+    ot_report_text_stack(b, si.ips, si.depth);
 }
 
 static void json_stack(ot_buf_t *b, uint32_t site)
 {
     ot_site_info_t si;
-    ot_buf_putc(b, '[');
-    if (site && ot_sites_get(site, &si))
-        for (unsigned i = 0; i < si.depth; i++) {
-            symbolize_ret(si.ips[i]);
-            ot_buf_puts(b, i ? ",{\"ip\":\"" : "{\"ip\":\"");
-            ot_buf_hex(b, si.ips[i]);
-            ot_buf_puts(b, "\",\"function\":");
-            ot_buf_json_str(b, fr.function[0] ? fr.function : NULL);
-            ot_buf_puts(b, ",\"module\":");
-            ot_buf_json_str(b, fr.module && fr.module[0] ? fr.module : NULL);
-            ot_buf_puts(b, ",\"offset\":\"");
-            ot_buf_hex(b, fr.offset);
-            ot_buf_puts(b, "\",\"file\":");
-            ot_buf_json_str(b, fr.file[0] ? fr.file : NULL);
-            ot_buf_puts(b, ",\"line\":");
-            if (fr.line > 0) ot_buf_i64(b, fr.line);
-            else ot_buf_puts(b, "null");
-            ot_buf_putc(b, '}');
-        }
-    ot_buf_putc(b, ']');
+    if (!site || !ot_sites_get(site, &si)) si.depth = 0, si.ips = NULL;
+    ot_report_json_stack(b, si.ips, si.depth);
 }
 
 static const char *class_name(int d) { return d ? "device" : "host"; }
@@ -345,7 +305,7 @@ static void write_text(int fd, const ot_leak_scan_t *sc, const totals_t *t, bool
     ot_buf_t b;
     ot_buf_init(&b, out_mem, sizeof out_mem, fd);
     ot_buf_printf(&b, "oomtrace: ==== pid %d (%s) leak check at exit [", (int)ot_state.pid, ot_state.exe);
-    put_time_utc(&b, time(NULL));
+    ot_report_put_time_utc(&b, time(NULL));
     ot_buf_puts(&b, "]\n");
     ot_buf_printf(&b, "oomtrace: %zu live blocks; %u other threads (%u stopped with registers, %u without); "
                       "roots scanned: modules ", sc->n, sc->threads, sc->threads_with_regs, sc->threads_without_regs);
@@ -432,7 +392,7 @@ static void write_json(int fd, const ot_leak_scan_t *sc, const totals_t *t, bool
     ot_buf_t b;
     ot_buf_init(&b, out_mem, sizeof out_mem, fd);
     ot_buf_puts(&b, "{\"schema_version\":1,\"tool\":\"oomtrace " OT_VERSION "\",\"event\":\"leak_check\",\"report_number\":0,\"time\":\"");
-    put_time_utc(&b, time(NULL));
+    ot_report_put_time_utc(&b, time(NULL));
     ot_buf_printf(&b, "\",\"process\":{\"pid\":%d,\"exe\":", (int)ot_state.pid);
     ot_buf_json_str(&b, ot_state.exe);
     ot_buf_puts(&b, ",\"cmdline\":");
@@ -546,7 +506,7 @@ static void write_junit(int fd, const totals_t *t, uint64_t ns)
     xml_str(&b, base);
     ot_buf_printf(&b, "\" tests=\"%llu\" failures=\"%llu\" errors=\"0\" skipped=\"0\" time=\"%llu.%03llu\" timestamp=\"",
                   cases, fails, (unsigned long long)(ns / 1000000000), (unsigned long long)(ns / 1000000 % 1000));
-    put_time_utc(&b, time(NULL));
+    ot_report_put_time_utc(&b, time(NULL));
     b.len--; /* the Z: JUnit's timestamp is a local ISO 8601 time without zone */
     ot_buf_printf(&b, "\" hostname=\"");
     xml_str(&b, ot_state.host);
