@@ -223,6 +223,11 @@ static void scan_words(uintptr_t lo, uintptr_t hi)
         if (v < min || v >= max) continue;
         long i = find_block(v);
         if (i < 0 || (S.b[i].reachable & S.bit)) continue;
+        /* glibc's pointer to the next chunk (the top chunk, a free list's) is 16-aligned and falls
+         * in the last 8 bytes of a block that uses its neighbour's prev_size field: not a pointer
+         * into the block. */
+        if (v != S.b[i].addr && !(v & 15) && v + 8 >= S.b[i].addr + S.b[i].size && S.b[i].kind == OT_KIND_HOST)
+            continue;
         S.b[i].reachable |= S.bit;
         S.stack[S.sp++] = (uint32_t)i;
     }
@@ -428,8 +433,10 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *ctx)
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
         if ((uintptr_t)&module_cb >= lo && (uintptr_t)&module_cb < hi) own = true;
     }
-    if (own) return 0;
     const char *name = info->dlpi_name ? info->dlpi_name : "";
+    /* liboomtrace.so's data holds keys (the big-block table, nursery pointers); a program the core
+     * is linked into (the unit tests) is scanned all the same. */
+    if (own && name[0]) return 0;
     /* The CUDA driver and runtime keep a record of every device allocation: in the device pass,
      * their data is no root and what they allocated is not followed. */
     bool cuda = ot_strstr(name, "/libcuda.so") || ot_strstr(name, "/libcudart.so") || ot_strstr(name, "/libnvidia-") ||
