@@ -1,4 +1,4 @@
-/* Start-up, fork and exit handling, and the single path for internal warnings.
+/* Start-up and fork handling, and the single path for internal warnings.
  * Start-up runs from a constructor, before the program's own, with the recursion guard held so
  * that whatever libc allocates meanwhile goes straight to the real allocator. */
 #include <pthread.h>
@@ -96,6 +96,7 @@ void ot_init(void)
     ot_pressure_init();
     pthread_atfork(NULL, NULL, atfork_child);
     ot_signals_init();
+    ot_exit_install();
     ot_in_hook--;
     __atomic_store_n(&ot_state.initialized, 2, __ATOMIC_RELEASE);
 }
@@ -110,8 +111,4 @@ __attribute__((constructor(101))) static void ot_constructor(int argc, char **ar
     g_argv = NULL; /* the program may change them from here on */
 }
 
-__attribute__((destructor)) static void ot_destructor(void)
-{
-    ot_report_exit_summary();
-    ot_recorder_close(); /* a normal exit: no state file left behind (exit.c will own this) */
-}
+/* Exit is handled in exit.c (the one exit path). */

@@ -101,6 +101,11 @@ void ot_munmap(void *p, size_t bytes);
 /* Bump allocator over mmap'd chunks for small permanent objects (per-thread state, strings). */
 void *ot_perm_alloc(size_t bytes);
 uint64_t ot_mmap_bytes(void); /* what ot_mmap holds now (asmap.c counts it as oomtrace's own) */
+/* The library's own mappings, for the leak check to leave alone (table.c maps its own and registers
+ * them here). ot_mmap_own_ranges copies up to max [lo, hi) ranges; *complete: all of them fitted. */
+void ot_mmap_register(void *p, size_t bytes);
+void ot_mmap_unregister(void *p);
+unsigned ot_mmap_own_ranges(uintptr_t *lo, uintptr_t *hi, unsigned max, bool *complete);
 
 /* ------------------------------------------------------------------ table.c
  * Lock-free hash table keyed by a 64-bit key (0 and a few top values reserved), value 64 bits.
@@ -356,6 +361,15 @@ typedef struct {
     uint64_t recorder_bytes;   /* its size bound */
     char state_dir[512];       /* directory template of state files, "" = per-user tmpfs default */
     double pressure;           /* pressure watch threshold, fraction of the tightest limit; 0 = off */
+    bool report_at_exit;       /* a final "exit" report at normal exit (exit.c) */
+    /* Leak check at exit (exit.c, leak.c, leak_report.c). leak_check implies stacks=all. */
+    bool leak_check;
+    bool leak_report_reachable;      /* list reachable sites in full (else totals only) */
+    bool leak_builtin_suppressions;  /* the built-in one-time allocations of glibc, libstdc++, CUDA */
+    unsigned leak_exitcode;          /* exit status when unsuppressed lost memory remains (23) */
+    uint64_t leak_min_bytes;         /* sites with fewer lost bytes are not listed */
+    char suppressions[512];          /* LSan-format suppression file, "" = none */
+    char junit[512];                 /* JUnit XML path template, "" = none */
 } ot_options_t;
 extern OT_HIDDEN ot_options_t ot_opt;
 void ot_options_defaults(ot_options_t *o);
@@ -679,6 +693,59 @@ void ot_signals_reset_for_test(void);     /* unit tests: as before start-up */
 const char *ot_signal_name(int sig);                 /* "SIGSEGV"; "SIGRT" for real-time ones */
 const char *ot_signal_code_name(int sig, int code);  /* "SEGV_MAPERR", "SI_USER", "?" */
 int ot_signal_parse(const char *s, size_t n);        /* "SIGUSR2", "USR2", "12" -> 12; -1 bad */
+/* ------------------------------------------------------------------ stopworld.c
+ * Stops the other threads with a signal (no ptrace) for the leak check; each saves its registers. */
+#define OT_WORLD_REGS 32
+enum { OT_WORLD_NEW = 0, OT_WORLD_SIGNALLED, OT_WORLD_STOPPED, OT_WORLD_BLOCKED, OT_WORLD_NO_ANSWER,
+       OT_WORLD_NO_SIGNAL, OT_WORLD_GONE };
+typedef struct {
+    pid_t tid;
+    _Atomic int state;  /* OT_WORLD_*: only STOPPED has registers */
+    uintptr_t sp;       /* STOPPED: from its registers; else from /proc (0: unknown) */
+    uintptr_t tp;       /* STOPPED: its thread pointer (glibc's thread descriptor); else 0 */
+    unsigned nregs;
+    uintptr_t regs[OT_WORLD_REGS];
+} ot_world_thread_t;
+/* Fills t (the caller's memory, which must outlive the process: a late handler may read it) with
+ * every other thread and stops them; returns how many. */
+unsigned ot_world_stop(ot_world_thread_t *t, unsigned max);
+void ot_world_resume(void);
+int ot_world_signal(void); /* the signal used (-1: none free) */
+
+/* ------------------------------------------------------------------ leak.c
+ * Lost versus reachable at exit: stops the world, scans the roots, marks through the live blocks. */
+typedef struct {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t site;
+    uint8_t kind;
+    uint8_t reachable;
+} ot_leak_block_t;
+typedef struct {
+    ot_leak_block_t *blocks; /* sorted by address */
+    size_t n;
+    unsigned threads, threads_with_regs, threads_without_regs; /* other threads */
+    uint64_t roots_modules, roots_stacks, roots_maps, roots_regs; /* bytes scanned per root set */
+    unsigned maps_scanned;
+    uint64_t scanned_block_bytes;
+    uint64_t ns;          /* the check's time, stop to resume */
+    bool incomplete;      /* something could not be looked at: see note */
+    char note[256];
+} ot_leak_scan_t;
+/* Runs the scan; false when it could not run at all (out of memory). The arrays stay mapped. */
+bool ot_leak_scan(ot_leak_scan_t *out);
+
+/* ------------------------------------------------------------------ leak_report.c
+ * Groups the scan by call site, applies suppressions, writes text, JSON and JUnit. */
+/* Runs the whole check (leak_check=1); returns true when unsuppressed lost memory remains. */
+bool ot_leak_check_run(void);
+void ot_leak_set_status(int status); /* the status the program exits with (exit.c) */
+/* LSan's template match: `*` wildcards, ^ and $ anchors, else a substring (tests). */
+bool ot_leak_template_match(const char *templ, size_t tlen, const char *s);
+
+/* ------------------------------------------------------------------ exit.c
+ * The one exit path: final report, leak check, recorder close, exit summary, exit status. */
+void ot_exit_install(void);
 
 /* ------------------------------------------------------------------ resolve.c
  * The real dlsym, found with dlvsym so that our own exported dlsym wrapper (hooks_dlsym.c) is never

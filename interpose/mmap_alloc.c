@@ -1,8 +1,10 @@
 /* Internal memory straight from mmap: the library never takes memory from the malloc it wraps
- * (that heap may be the thing that failed). */
+ * (that heap may be the thing that failed). Every mapping is registered (and named "[anon:oomtrace]"
+ * where the kernel can), so that the leak check never takes the live table's keys for pointers. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include "internal.h"
 
@@ -10,11 +12,67 @@
 static _Atomic uint64_t mapped_bytes;
 
 static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+
+/* The registry: slots claimed with a CAS on their start, cleared by the unmap of that start. A
+ * mapping that finds no free slot is still named (kernels from 5.17 with CONFIG_ANON_VMA_NAME). */
+#define OWN_SLOTS 8192
+static struct {
+    _Atomic uintptr_t start;
+    _Atomic uintptr_t len;
+} own[OWN_SLOTS];
+static _Atomic unsigned own_high; /* slots below this may be in use */
+static _Atomic uint64_t own_lost; /* registrations that found no slot */
+
+void ot_mmap_register(void *p, size_t bytes)
+{
+    if (!p || !bytes) return;
+    /* Different names keep the kernel from merging our mapping with a neighbour of the program's. */
+    prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, (unsigned long)bytes, (unsigned long)"oomtrace");
+    for (unsigned i = 0; i < OWN_SLOTS; i++) {
+        uintptr_t z = 0;
+        if (atomic_load_explicit(&own[i].start, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&own[i].start, &z, (uintptr_t)p)) {
+            atomic_store(&own[i].len, bytes);
+            unsigned h = atomic_load(&own_high);
+            while (h < i + 1 && !atomic_compare_exchange_weak(&own_high, &h, i + 1)) {
+            }
+            return;
+        }
+    }
+    atomic_fetch_add(&own_lost, 1);
+}
+
+void ot_mmap_unregister(void *p)
+{
+    unsigned h = atomic_load(&own_high);
+    for (unsigned i = 0; i < h; i++)
+        if (atomic_load_explicit(&own[i].start, memory_order_relaxed) == (uintptr_t)p) {
+            atomic_store(&own[i].len, 0);
+            atomic_store(&own[i].start, 0);
+            return;
+        }
+}
+
+unsigned ot_mmap_own_ranges(uintptr_t *lo, uintptr_t *hi, unsigned max, bool *complete)
+{
+    unsigned n = 0, h = atomic_load(&own_high);
+    for (unsigned i = 0; i < h && n < max; i++) {
+        uintptr_t s = atomic_load(&own[i].start), l = atomic_load(&own[i].len);
+        if (s && l) lo[n] = s, hi[n] = s + l, n++;
+    }
+    if (complete) *complete = atomic_load(&own_lost) == 0 && n < max;
+    return n;
+}
 
 void *ot_mmap(size_t bytes)
 {
     int saved = errno;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) ot_mmap_register(p, bytes);
     errno = saved;
     if (p == MAP_FAILED) return NULL;
     atomic_fetch_add_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
@@ -24,7 +82,10 @@ void *ot_mmap(size_t bytes)
 void ot_munmap(void *p, size_t bytes)
 {
     int saved = errno;
-    if (p && munmap(p, bytes) == 0) atomic_fetch_sub_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
+    if (p) {
+        ot_mmap_unregister(p);
+        if (munmap(p, bytes) == 0) atomic_fetch_sub_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
+    }
     errno = saved;
 }
 

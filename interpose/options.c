@@ -24,6 +24,8 @@ void ot_options_defaults(ot_options_t *o)
     o->recorder = true;
     o->recorder_bytes = 1024 * 1024;
     o->pressure = 0.9;
+    o->leak_builtin_suppressions = true;
+    o->leak_exitcode = 23;
 }
 
 /* A fraction "0", "1", "0.9", ".95": three decimals at most, no suffix. */
@@ -90,7 +92,9 @@ static bool set_string(char *dst, size_t cap, const char *v, size_t n)
 int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
 {
     static const char keys[] = "valid keys are report, log, stacks, stack_depth, sample_bytes, stack_min_bytes, "
-                               "max_reports, top_sites, cuda, verbose, crash_signals, snapshot_signal, recorder, recorder_bytes, state_dir, pressure";
+                               "max_reports, top_sites, cuda, verbose, crash_signals, snapshot_signal, recorder, recorder_bytes, state_dir, pressure, "
+                               "report_at_exit, leak_check, leak_exitcode, leak_min_bytes, leak_report_reachable, "
+                               "leak_builtin_suppressions, suppressions, junit";
     int errors = 0;
     if (!s) return 0;
     while (*s) {
@@ -224,11 +228,47 @@ int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
             } else {
                 o->snapshot_signal = sig;
             }
+        } else if (key_is(k, kl, "report_at_exit") || key_is(k, kl, "leak_check") ||
+                   key_is(k, kl, "leak_report_reachable") || key_is(k, kl, "leak_builtin_suppressions")) {
+            bool *dst = key_is(k, kl, "report_at_exit")  ? &o->report_at_exit
+                        : key_is(k, kl, "leak_check")     ? &o->leak_check
+                        : key_is(k, kl, "leak_report_reachable") ? &o->leak_report_reachable
+                                                                 : &o->leak_builtin_suppressions;
+            if (!parse_bool(v, vl, &b)) {
+                bad(err, k, kl, v, vl, "valid values are 0 and 1");
+                errors++;
+            } else {
+                *dst = b;
+            }
+        } else if (key_is(k, kl, "leak_exitcode")) {
+            if (!ot_parse_size(v, vl, &num) || num > 255) {
+                bad(err, k, kl, v, vl, "expected an exit status from 0 to 255");
+                errors++;
+            } else {
+                o->leak_exitcode = (unsigned)num;
+            }
+        } else if (key_is(k, kl, "leak_min_bytes")) {
+            if (!ot_parse_size(v, vl, &num)) {
+                bad(err, k, kl, v, vl, "expected a size such as 1K");
+                errors++;
+            } else {
+                o->leak_min_bytes = num;
+            }
+        } else if (key_is(k, kl, "suppressions") || key_is(k, kl, "junit")) {
+            bool sup = key_is(k, kl, "suppressions");
+            char *dst = sup ? o->suppressions : o->junit;
+            if (!set_string(dst, sizeof o->suppressions, v, vl)) {
+                bad(err, k, kl, v, vl, sup ? "expected the path of an LSan-format suppression file"
+                                           : "expected a path template (%p %h %e %r %n)");
+                errors++;
+            }
         } else {
             bad(err, k, kl, NULL, 0, keys);
             errors++;
         }
     }
+    /* The leak report groups every live block by its stack: every allocation needs one. */
+    if (o->leak_check) o->stacks = OT_STACKS_ALL;
     return errors;
 }
 

@@ -283,6 +283,7 @@ static void *map(size_t bytes)
         __atomic_fetch_add(&g_maps, 1, __ATOMIC_RELAXED);
     }
     if (p == MAP_FAILED) return NULL;
+    ot_mmap_register(p, bytes); /* the leak check must not read the keys as pointers */
 #ifdef MADV_HUGEPAGE
     if (bytes >= THP_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
@@ -292,6 +293,7 @@ static void *map(size_t bytes)
 
 static void unmap(void *p, size_t bytes)
 {
+    ot_mmap_unregister(p);
     munmap(p, bytes);
     __atomic_fetch_add(&g_unmaps, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&g_mapped, bytes, __ATOMIC_RELAXED);

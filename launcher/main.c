@@ -53,6 +53,10 @@ static void usage(FILE *out)
             "      --stack-min-bytes=SIZE  allocations this big always get a stack (default 64K)\n"
             "      --max-reports=N       full reports per process; later failures are counted (default 3)\n"
             "      --no-cuda             do not intercept CUDA\n"
+            "      --leak-check          at exit, report lost and reachable memory (host and GPU) and\n"
+            "                            exit 23 if lost memory remains (implies --stacks=all)\n"
+            "      --suppressions=FILE   LSan-format leak suppressions (leak:PATTERN lines)\n"
+            "      --junit=TEMPLATE      the leak check as a JUnit XML file, one failing test per site\n"
             "      --options=STRING      extra OOMTRACE_OPTIONS items (key=value:key=value)\n"
             "      --exec                replace the launcher with PROGRAM (no supervisor, no killed report)\n"
             "  -h, --help                this text\n"
@@ -149,13 +153,15 @@ static void add_opt(char *opts, size_t cap, const char *key, const char *val)
 
 int ot_cmd_run(int argc, char **argv)
 {
-    enum { O_DEPTH = 256, O_SAMPLE, O_MIN, O_MAXREP, O_NOCUDA, O_OPTIONS, O_EXEC };
+    enum { O_DEPTH = 256, O_SAMPLE, O_MIN, O_MAXREP, O_NOCUDA, O_OPTIONS, O_EXEC, O_LEAK, O_SUPP, O_JUNIT };
     static const struct option longopts[] = {
         {"report", required_argument, 0, 'o'},        {"log", required_argument, 0, 'l'},
         {"stacks", required_argument, 0, 's'},        {"stack-depth", required_argument, 0, O_DEPTH},
         {"sample-bytes", required_argument, 0, O_SAMPLE}, {"stack-min-bytes", required_argument, 0, O_MIN},
         {"max-reports", required_argument, 0, O_MAXREP}, {"no-cuda", no_argument, 0, O_NOCUDA},
         {"options", required_argument, 0, O_OPTIONS}, {"help", no_argument, 0, 'h'},
+        {"leak-check", no_argument, 0, O_LEAK},       {"suppressions", required_argument, 0, O_SUPP},
+        {"junit", required_argument, 0, O_JUNIT},
         {"version", no_argument, 0, 'V'},             {"exec", no_argument, 0, O_EXEC},
         {0, 0, 0, 0}};
     ot_sv_opts_t sv = {false, ""};
@@ -182,6 +188,9 @@ int ot_cmd_run(int argc, char **argv)
         case O_NOCUDA: add_opt(opts, sizeof opts, "cuda", "0"); break;
         case O_OPTIONS: add_opt(opts, sizeof opts, "", optarg); break;
         case O_EXEC: sv.exec_only = true; break;
+        case O_LEAK: add_opt(opts, sizeof opts, "leak_check", "1"); break;
+        case O_SUPP: add_opt(opts, sizeof opts, "suppressions", optarg); break;
+        case O_JUNIT: add_opt(opts, sizeof opts, "junit", optarg); break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("oomtrace %s\n", OT_VERSION); return 0;
         default: usage(stderr); return 2;

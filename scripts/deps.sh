@@ -26,6 +26,9 @@ if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null 2>&1 ||
         echo "oomtrace: (clang libclang-rt-14-dev not installed: the fuzz test will be skipped)"
 fi
+# The leak check's tests: xmllint validates the JUnit file, strace runs a program under ptrace.
+command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "oomtrace: installing missing build dependencies: ${need[*]}"

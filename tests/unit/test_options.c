@@ -67,6 +67,32 @@ TEST(bad_items_named_and_defaults_kept)
     EXPECT(o.cuda);
 }
 
+TEST(leak_items)
+{
+    ot_options_t o;
+    char err[1024];
+    ot_options_defaults(&o);
+    EXPECT(!o.leak_check && o.leak_builtin_suppressions && o.leak_exitcode == 23 && !o.report_at_exit);
+    int n = parse("leak_check=1:leak_exitcode=42:leak_min_bytes=1K:leak_report_reachable=1:"
+                  "leak_builtin_suppressions=0:suppressions=/tmp/s.supp:junit=/tmp/j.%p.xml:report_at_exit=1",
+                  &o, err, sizeof err);
+    EXPECT_EQ_U(n, 0);
+    EXPECT_STR(err, "");
+    EXPECT(o.leak_check && o.leak_report_reachable && !o.leak_builtin_suppressions && o.report_at_exit);
+    EXPECT(o.stacks == OT_STACKS_ALL); /* the leak check groups every block by its stack */
+    EXPECT_EQ_U(o.leak_exitcode, 42);
+    EXPECT_EQ_U(o.leak_min_bytes, 1024);
+    EXPECT_STR(o.suppressions, "/tmp/s.supp");
+    EXPECT_STR(o.junit, "/tmp/j.%p.xml");
+    n = parse("leak_exitcode=256:leak_check=maybe:suppressions=", &o, err, sizeof err);
+    EXPECT_EQ_U(n, 3);
+    EXPECT_CONTAINS(err, "'leak_exitcode=256'");
+    EXPECT_CONTAINS(err, "'leak_check=maybe'");
+    EXPECT_CONTAINS(err, "suppression file");
+    EXPECT_EQ_U(o.leak_exitcode, 23);
+    EXPECT(!o.leak_check);
+}
+
 TEST(templates)
 {
     char out[256], want[256];
@@ -117,7 +143,7 @@ TEST(signal_options)
     EXPECT(parse("crash_signals=maybe", &o, err, sizeof err) == 1 && o.crash_signals);
 }
 
-TEST_MAIN(defaults, valid_items, bad_items_named_and_defaults_kept, templates, signal_options, recorder_and_pressure)
+TEST_MAIN(defaults, valid_items, bad_items_named_and_defaults_kept, templates, signal_options, recorder_and_pressure, leak_items)
 TEST(recorder_and_pressure)
 {
     ot_options_t o;
