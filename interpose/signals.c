@@ -417,7 +417,7 @@ static void thr_exit(void *v)
 
 void *ot_signals_thread_prepare(void *(*fn)(void *), void *arg)
 {
-    if (!atomic_load_explicit(&enabled, memory_order_acquire) || !thr_key_ok) return NULL;
+    if (!atomic_load_explicit(&enabled, memory_order_acquire) || !thr_key_ok || !ot_opt.crash_signals) return NULL;
     ot_sigthread_t *t = thr_get();
     if (!t) return NULL;
     t->fn = fn;
