@@ -8,10 +8,6 @@
 
 #include "internal.h"
 
-/* The flight recorder (another helper's recorder.c) closes its file here. Weak until it lands.
- * TODO(lead): drop the weak declaration once recorder.c declares it in internal.h. */
-void ot_recorder_close(void) __attribute__((weak));
-
 static void at_exit(int status, void *arg)
 {
     (void)arg;
@@ -27,7 +23,7 @@ static void at_exit(int status, void *arg)
         ot_leak_set_status(status);
         leaked = ot_leak_check_run();
     }
-    if (ot_recorder_close) ot_recorder_close();
+    ot_recorder_close();
     ot_report_exit_summary();
     ot_in_hook--;
     /* The program's own failure status is kept; a clean exit with lost memory becomes

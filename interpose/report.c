@@ -283,6 +283,9 @@ void ot_report_crash(const ot_crash_t *c)
     ot_report_gather(&R, "crash", NULL, reason);
     R.suppressed_failures = atomic_load(&failures_suppressed);
     emit();
+    /* The process has spoken for itself: its state file goes, so the supervisor adds no "killed"
+     * report for the same death. */
+    ot_recorder_close();
     R.crash = NULL;
     R.in_signal = false;
     R.n_recent = 0;
