@@ -332,6 +332,7 @@ typedef struct {
     bool verbose;
     bool recorder;             /* the flight recorder's state file (recorder.c) */
     uint64_t recorder_bytes;   /* its size bound */
+    uint64_t recorder_min_bytes; /* live host + device bytes before a process gets a state file */
     char state_dir[512];       /* directory template of state files, "" = per-user tmpfs default */
     double pressure;           /* pressure watch threshold, fraction of the tightest limit; 0 = off */
 } ot_options_t;

@@ -17,7 +17,7 @@ int64_t ot_pressure_trigger = INT64_MAX;
 
 #define ARM_LEVEL (8ll << 20)       /* live host bytes before the watch reads anything */
 #define LIMITS_EVERY_NS 1000000000ull /* limits reread at most once a second */
-#define READ_EVERY_NS 20000000ull   /* usage reread at most every 20 ms */
+#define READ_EVERY_NS 4000000ull    /* usage reread at most every 4 ms (a coarse clock tick) */
 #define RECHECK_BYTES (64ll << 20)  /* heap growth that forces a new reading even far from a limit */
 #define MIN_STEP_BYTES (256ll << 10)
 

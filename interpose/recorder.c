@@ -24,6 +24,7 @@ uint64_t ot_recorder_large_min = UINT64_MAX;
 enum { RS_OFF = 0, RS_WAITING = 1, RS_LIVE = 2, RS_EXEC = 3, RS_CLOSED = 4 };
 static _Atomic int g_state;
 static int g_lock; /* the writer's try-lock: creation, updates, removal */
+static int64_t g_min_level = OT_RECORDER_MIN_BYTES; /* recorder_min_bytes= */
 
 #define UPDATE_EVERY_NS 100000000ull  /* ~100 ms stale at most while the program allocates */
 #define UPDATE_BYTES (4ll << 20)      /* or 4 MiB of change, whichever comes first */
@@ -708,7 +709,7 @@ void ot_recorder_on_level(int cls, int64_t level)
             return;
         slow(st, now, false);
     } else if (st == RS_WAITING) {
-        if (level + ot_live_approx_level(!cls) < OT_RECORDER_MIN_BYTES) return;
+        if (level + ot_live_approx_level(!cls) < g_min_level) return;
         slow(st, 0, false);
     }
 }
@@ -825,5 +826,6 @@ void ot_recorder_init(void)
     layout(ot_opt.recorder_bytes);
     uint64_t large = ot_opt.stack_min_bytes > OT_RECORDER_LARGE_BYTES ? ot_opt.stack_min_bytes : OT_RECORDER_LARGE_BYTES;
     ot_recorder_large_min = large;
+    g_min_level = ot_opt.recorder_min_bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ot_opt.recorder_min_bytes;
     atomic_store(&g_state, RS_WAITING);
 }
