@@ -237,7 +237,9 @@ static void check(int64_t host_level, uint64_t now)
         ot_buf_printf(&b, "), crossing the pressure=%u%% step", (unsigned)(P.steps[step] * 100 + 0.5));
         if (P.next < 3) ot_buf_printf(&b, "; next report at %u%%", (unsigned)(P.steps[P.next] * 100 + 0.5));
         else ot_buf_puts(&b, "; the last pressure report");
-        ot_report_event("pressure", ot_buf_cstr(&b));
+        ot_pressure_event_t ev = {limit_name(P.kind), usage_name(P.kind), P.limit[k], P.usage[k], P.frac,
+                                  P.steps[step], P.next < 3 ? P.steps[P.next] : 0};
+        ot_report_pressure(&ev, ot_buf_cstr(&b));
     }
     int64_t t = P.next < 3 ? ot_pressure_next_trigger(host_level, P.limit, P.usage, P.steps[P.next]) : INT64_MAX;
     __atomic_store_n(&ot_pressure_trigger, t, __ATOMIC_RELAXED);

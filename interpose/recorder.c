@@ -750,8 +750,11 @@ void ot_recorder_failure(const char *api, uint64_t size, int code, const char *e
     ot_strlcpy(g->error_name, error_name ? error_name : "", sizeof g->error_name);
     ot_strlcpy(g->report, report_path ? report_path : "", sizeof g->report);
     atomic_store_explicit(&g->seq, i + 1, memory_order_release);
-    if (report_path) ot_recorder_note_report(report_path);
-    ot_recorder_update_now(); /* a failure is worth writing down at once */
+    if (report_path && report_path[0]) ot_recorder_note_report(report_path);
+    /* Written down soon: now, unless an update was made in the last 10 ms (a failing loop). */
+    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+    if (atomic_load(&g_state) == RS_LIVE && now - atomic_load_explicit(&g_last_ns, memory_order_relaxed) >= 10000000ull)
+        slow(RS_LIVE, now, false);
 }
 
 void ot_recorder_note_report(const char *path)

@@ -30,7 +30,8 @@ typedef struct {
     const char *event;  /* "alloc_failure", "snapshot", ... */
     const char *reason; /* snapshots: why; NULL: none */
     const ot_failure_t *f; /* the failed call; NULL for other events */
-    uintptr_t ips[OT_MAX_FRAMES]; /* the failing call's stack */
+    const ot_pressure_event_t *pressure; /* event "pressure": the limit and step; NULL otherwise */
+    uintptr_t ips[OT_MAX_FRAMES]; /* the failing call's stack (pressure: the crossing allocation's) */
     unsigned depth;
     ot_report_proc_t proc;
     ot_report_opts_t opt;
