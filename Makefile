@@ -26,7 +26,7 @@ EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
 
 # Unit tests that also run under ThreadSanitizer / AddressSanitizer (core rebuilt with the sanitizer).
 TSAN_TESTS ?= test_table test_sites test_live test_stack
-ASAN_TESTS ?= test_fmt test_options test_table test_sites test_report test_symbolize test_live test_cuda_state test_stack
+ASAN_TESTS ?= test_fmt test_options test_table test_sites test_report test_symbolize test_live test_cuda_state test_stack test_symbolize_map
 TSAN_BINS := $(TSAN_TESTS:%=$(B)/tests/tsan/%)
 ASAN_BINS := $(ASAN_TESTS:%=$(B)/tests/asan/%)
 
@@ -51,9 +51,12 @@ $(B)/libcore.a: $(CORE_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/oomtrace: launcher/oomtrace.c include/oomtrace.h interpose/internal.h | $(B)/.deps
-	$(CC) -std=gnu11 $(WARN) -Iinclude -Iinterpose -D_GNU_SOURCE $(CFLAGS) \
-	    -DOT_LIBDIR='"$(PREFIX)/lib"' $< -o $@
+# The launcher: its own files, and from the core the report writers and the symbolizer (one for
+# the library and the tools), linked from the archive (postmortem.c defines what init.c would).
+LAUNCHER_SRCS := $(sort $(wildcard launcher/*.c))
+$(B)/oomtrace: $(LAUNCHER_SRCS) launcher/*.h include/oomtrace.h interpose/*.h $(B)/libcore.a | $(B)/.deps
+	$(CC) -std=gnu11 $(WARN) -Iinclude -Iinterpose -Ilauncher -D_GNU_SOURCE $(CFLAGS) \
+	    -DOT_LIBDIR='"$(PREFIX)/lib"' $(LAUNCHER_SRCS) -o $@ $(B)/libcore.a $(LIBS)
 
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/*.h interpose/*.h include/*.h $(B)/libcore.a
 	@mkdir -p $(dir $@)
@@ -67,6 +70,11 @@ $(B)/tests/unit/test_mathx: LIBS += -lm
 $(B)/tests/unit/test_table: TEST_SRCS := interpose/table.c
 $(B)/tests/unit/test_table: interpose/table.c
 $(B)/tests/unit/test_table $(B)/tests/tsan/test_table $(B)/tests/asan/test_table: TEST_DEFS := -DOT_TABLE_TEST_HOOKS
+
+# Unit tests of the launcher's own files: built with them (they are not in the core).
+$(B)/tests/unit/test_oomkill: TEST_SRCS := launcher/oomkill.c
+$(B)/tests/unit/test_oomkill: TEST_DEFS := -Ilauncher
+$(B)/tests/unit/test_oomkill: launcher/oomkill.c launcher/launcher.h
 
 # Sanitizer builds compile the core sources straight into the test.
 $(B)/tests/tsan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) interpose/*.h include/*.h | $(B)/.deps
@@ -97,7 +105,7 @@ tests: all $(TEST_BINS)
 check: tests
 	@bash tests/run.sh
 
-demo: all $(B)/examples/host_oom $(EXTRA_DEMO_BINS)
+demo: all $(B)/examples/host_oom $(B)/examples/grow_oom $(EXTRA_DEMO_BINS)
 	@bash scripts/demo.sh
 
 bench: all

@@ -281,6 +281,17 @@ typedef struct {
 } ot_frame_t;
 void ot_symbolize_begin(void);  /* refresh the module map (once per report) */
 void ot_symbolize(uintptr_t ip, ot_frame_t *out);
+/* Symbolize against a module map given by the caller instead of /proc/self/maps (the launcher: a
+ * dead process's modules from its state file) until the next ot_symbolize_begin. A file whose
+ * build-id differs from build_id (when given), or that is gone, keeps module+offset frames but no
+ * function names. Returns the modules whose symbols are used. */
+typedef struct {
+    uintptr_t base, start, end; /* load bias; span of its segments */
+    const char *path;
+    const unsigned char *build_id;
+    unsigned build_id_len; /* 0: not checked */
+} ot_module_desc_t;
+unsigned ot_symbolize_use_modules(const ot_module_desc_t *mods, unsigned n);
 /* Demangle an Itanium C++ name into out without allocating; returns false (out = copy) if unsupported. */
 bool ot_demangle(const char *mangled, char *out, size_t cap);
 

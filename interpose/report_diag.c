@@ -262,6 +262,7 @@ static void diag_host(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char
 void ot_report_diagnose(const ot_report_t *r, ot_diag_sink_t sink, void *ctx)
 {
     static char line[1024];
+    if (r->killed) ot_report_diagnose_killed(r, sink, ctx);
     if (!r->f) return;
     if (r->f->device) diag_device(r, sink, ctx, line, sizeof line);
     else diag_host(r, sink, ctx, line, sizeof line);

@@ -84,3 +84,31 @@ const char *ot_report_stacks_name(ot_stacks_mode_t m)
 {
     return m == OT_STACKS_ALL ? "all" : m == OT_STACKS_NONE ? "none" : "sampled";
 }
+
+const char *ot_report_signal_name(int sig)
+{
+    static const char *const names[] = {
+        [1] = "SIGHUP",   [2] = "SIGINT",   [3] = "SIGQUIT",  [4] = "SIGILL",   [5] = "SIGTRAP",
+        [6] = "SIGABRT",  [7] = "SIGBUS",   [8] = "SIGFPE",   [9] = "SIGKILL",  [10] = "SIGUSR1",
+        [11] = "SIGSEGV", [12] = "SIGUSR2", [13] = "SIGPIPE", [14] = "SIGALRM", [15] = "SIGTERM",
+        [16] = "SIGSTKFLT", [17] = "SIGCHLD", [18] = "SIGCONT", [19] = "SIGSTOP", [20] = "SIGTSTP",
+        [21] = "SIGTTIN", [22] = "SIGTTOU", [23] = "SIGURG",  [24] = "SIGXCPU", [25] = "SIGXFSZ",
+        [26] = "SIGVTALRM", [27] = "SIGPROF", [28] = "SIGWINCH", [29] = "SIGIO", [30] = "SIGPWR",
+        [31] = "SIGSYS"};
+    static char other[24];
+    if (sig > 0 && sig < (int)(sizeof names / sizeof names[0]) && names[sig]) return names[sig];
+    ot_buf_t b;
+    ot_buf_init(&b, other, sizeof other, -1);
+    ot_buf_printf(&b, "signal %d", sig);
+    return ot_buf_cstr(&b);
+}
+
+void ot_report_put_site_name(ot_buf_t *b, const uintptr_t *ips, unsigned depth)
+{
+    for (unsigned i = 0; i < depth && i < 2; i++) {
+        const ot_frame_t *fr = ot_report_frame(ips[i]);
+        if (i) ot_buf_puts(b, " \xe2\x86\x90 "); /* ← */
+        ot_buf_puts(b, fr->function[0] ? fr->function : "??");
+    }
+    if (!depth) ot_buf_puts(b, "(no stack)");
+}

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "recorder_format.h"
 
 #define OT_REPORT_MAX_DEVICES 16
 #define OT_REPORT_MAX_SITES 1000 /* top_sites' largest value */
@@ -26,10 +27,36 @@ typedef struct {
     unsigned top_sites; /* sites listed per kind (the arrays may hold more: the diagnosis reads the first) */
 } ot_report_opts_t;
 
+/* A post-mortem (event "killed"): a process that died without a chance to speak, from the state
+ * file its recorder left (filled by the launcher, launcher/postmortem.c). */
+typedef enum { OT_KILLED_UNKNOWN = 0, OT_KILLED_CGROUP_OOM, OT_KILLED_KERNEL_OOM, OT_KILLED_SIGNAL } ot_killed_by_t;
+typedef struct {
+    int signal;              /* the signal that killed it; 0: unknown (found later, no supervisor saw it) */
+    ot_killed_by_t by;
+    const char *why;         /* how `by` was decided */
+    int cgroup_version;      /* the cgroup the supervisor watched; 0: none */
+    const char *cgroup_path, *limit_file;
+    int64_t cgroup_limit, cgroup_peak, cgroup_usage; /* -1 unknown */
+    int supervisor_pid;      /* the launcher that saw it die, 0: `oomtrace postmortem` later */
+    const char *state_file;
+    uint64_t state_realtime_ns; /* when the state was last written */
+    uint64_t died_realtime_ns;  /* when the supervisor saw it die, 0: unknown */
+    bool torn;               /* the newest update was torn by the kill: this is the one before */
+    int forwarded_signal;    /* the last signal the supervisor forwarded before the death, 0 none */
+    uint64_t forwarded_realtime_ns;
+    const ot_rec_large_t *large; /* the last large allocations, oldest first */
+    unsigned n_large;
+    const ot_rec_sample_t *hist; /* the memory history, oldest first */
+    unsigned n_hist;
+    unsigned failures_seen, reports_written;
+    const char *last_report; /* "" none */
+} ot_report_killed_t;
+
 typedef struct {
     const char *event;  /* "alloc_failure", "snapshot", ... */
     const char *reason; /* snapshots: why; NULL: none */
     const ot_failure_t *f; /* the failed call; NULL for other events */
+    const ot_report_killed_t *killed; /* event "killed"; NULL for other events */
     const ot_pressure_event_t *pressure; /* event "pressure": the limit and step; NULL otherwise */
     uintptr_t ips[OT_MAX_FRAMES]; /* the failing call's stack (pressure: the crossing allocation's) */
     unsigned depth;
@@ -60,6 +87,15 @@ typedef void (*ot_diag_sink_t)(void *ctx, const char *line);
 /* Hands each diagnosis line to sink, most important first. */
 void ot_report_diagnose(const ot_report_t *r, ot_diag_sink_t sink, void *ctx);
 
+/* ---------------------------------------------------------------- report_killed.c: event "killed" */
+void ot_report_diagnose_killed(const ot_report_t *r, ot_diag_sink_t sink, void *ctx);
+void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r);
+void ot_report_json_killed(ot_buf_t *b, const ot_report_t *r); /* ",\"killed\":{...}" */
+
+/* ---------------------------------------------------------------- report_pressure.c: event "pressure" */
+void ot_report_text_pressure(ot_buf_t *b, const ot_report_t *r);
+void ot_report_json_pressure(ot_buf_t *b, const ot_report_t *r); /* ",\"pressure\":{...}" */
+
 /* ---------------------------------------------------------------- report_text.c, report_json.c */
 void ot_report_write_text(const ot_report_t *r, int fd);
 void ot_report_write_json(const ot_report_t *r, int fd);
@@ -79,5 +115,8 @@ void ot_report_put_time_utc(ot_buf_t *b, time_t t);
 void ot_report_put_bytes_or(ot_buf_t *b, int64_t v, const char *unknown); /* v < 0: unknown */
 void ot_report_put_pct(ot_buf_t *b, uint64_t part, uint64_t whole);       /* " (N%)" */
 const char *ot_report_stacks_name(ot_stacks_mode_t m);
+const char *ot_report_signal_name(int sig); /* "SIGKILL"; "signal N" for others (static buffer) */
+/* "f0 ← f1" of a stack's first two frames into out (the site a diagnosis names). */
+void ot_report_put_site_name(ot_buf_t *b, const uintptr_t *ips, unsigned depth);
 
 #endif

@@ -80,26 +80,8 @@ void ot_report_write_json(const ot_report_t *r, int fd)
     } else {
         ot_buf_puts(&b, "null");
     }
-    if (r->pressure) {
-        const ot_pressure_event_t *p = r->pressure;
-        ot_buf_puts(&b, ",\"pressure\":{\"limit_name\":");
-        ot_buf_json_str(&b, p->limit_name);
-        ot_buf_puts(&b, ",\"usage_name\":");
-        ot_buf_json_str(&b, p->usage_name);
-        json_key_i64(&b, "limit", p->limit, true);
-        json_key_i64(&b, "usage", p->usage, true);
-        unsigned fr = (unsigned)(p->fraction * 10000 + 0.5), st = (unsigned)(p->step * 100 + 0.5);
-        ot_buf_printf(&b, ",\"fraction\":%u.%04u,\"step\":%u.%02u,\"next_step\":", fr / 10000, fr % 10000, st / 100,
-                      st % 100);
-        if (p->next_step > 0)
-            ot_buf_printf(&b, "%u.%02u", (unsigned)(p->next_step * 100 + 0.5) / 100,
-                          (unsigned)(p->next_step * 100 + 0.5) % 100);
-        else
-            ot_buf_puts(&b, "null");
-        ot_buf_puts(&b, ",\"stack\":");
-        ot_report_json_stack(&b, r->ips, r->depth);
-        ot_buf_putc(&b, '}');
-    }
+    if (r->killed) ot_report_json_killed(&b, r);
+    if (r->pressure) ot_report_json_pressure(&b, r);
     ot_buf_puts(&b, ",\"host_memory\":{");
     json_key_i64(&b, "total", m->mem_total, false);
     json_key_i64(&b, "available", m->mem_available, true);

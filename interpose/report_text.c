@@ -48,19 +48,12 @@ void ot_report_write_text(const ot_report_t *r, int fd)
         ot_buf_puts(&b, "oomtrace: failing call:\n");
         ot_report_text_stack(&b, r->ips, r->depth);
     }
-    if (r->pressure) {
-        const ot_pressure_event_t *p = r->pressure;
-        ot_buf_printf(&b, "oomtrace: pressure: %s ", p->usage_name);
-        ot_buf_bytes(&b, (uint64_t)p->usage);
-        ot_buf_printf(&b, " of %s ", p->limit_name);
-        ot_buf_bytes(&b, (uint64_t)p->limit);
-        unsigned pct10 = (unsigned)(p->fraction * 1000 + 0.5);
-        ot_buf_printf(&b, " (%u.%u%%), step %u%%", pct10 / 10, pct10 % 10, (unsigned)(p->step * 100 + 0.5));
-        if (p->next_step > 0) ot_buf_printf(&b, ", next at %u%%\n", (unsigned)(p->next_step * 100 + 0.5));
-        else ot_buf_puts(&b, ", the last step\n");
-        ot_buf_puts(&b, "oomtrace: allocation that crossed it:\n");
-        ot_report_text_stack(&b, r->ips, r->depth);
+    if (r->killed) {
+        ot_buf_puts(&b, "oomtrace: diagnosis:\n");
+        ot_report_diagnose(r, text_diag_sink, &b);
+        ot_report_text_killed(&b, r);
     }
+    if (r->pressure) ot_report_text_pressure(&b, r);
     for (int i = 0; i < r->ndev; i++) {
         const ot_device_info_t *d = &r->devices[i];
         ot_buf_printf(&b, "oomtrace: GPU %d %s%s%s%s%s: ", d->index, d->name, d->pci_bus_id[0] ? " bus " : "",

@@ -1309,6 +1309,8 @@ typedef struct {
     uintptr_t base; /* start - offset of the first mapping of this file: its ELF header */
     uint32_t path;  /* offset into the pool */
     bool vdso;      /* ELF image in memory, no file */
+    bool external;  /* from ot_symbolize_use_modules: not this process's mapping */
+    bool nosyms;    /* external, and its file is gone or another build: module+offset only */
 } sy_module_t;
 
 static sy_range_t sy_ranges[SY_MAX_RANGES];
@@ -1409,6 +1411,7 @@ static void sy_parse_line(const char *s, size_t n)
         m->base = sy_cur.base;
         m->path = (uint32_t)sy_cur.path_at;
         m->vdso = vdso;
+        m->external = m->nosyms = false; /* the slot may hold a module given by ot_symbolize_use_modules */
         if (sy_cur.path_at == sy_pool_len) sy_pool_len += plen + 1; /* commit the copy */
         sy_cur.mod = (int)sy_nmods++;
     }
@@ -1529,7 +1532,7 @@ static uint64_t sy_pagesize(void)
 static int sy_open_module(const sy_module_t *m, const sy_range_t *r)
 {
     int fd = open(sy_mod_path(m), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 || !r) return fd;
+    if (fd >= 0 || !r || m->external) return fd; /* map_files: this process's own mappings only */
     char p[64] = "/proc/self/map_files/";
     size_t k = sy_strlen(p);
     uintptr_t v[2] = {r->start, r->end};
@@ -1885,9 +1888,15 @@ void ot_symbolize(uintptr_t ip, ot_frame_t *out)
     const sy_range_t *r = sy_find(ip);
     if (r) {
         const sy_module_t *m = &sy_mods[r->mod];
+        out->module = sy_mod_path(m);
+        if (m->nosyms) {
+            out->offset = ip - m->base;
+            sy_unlock();
+            errno = saved;
+            return;
+        }
         sy_elf_t *e = sy_elf_get(m, r);
         uintptr_t bias = m->base;
-        out->module = sy_mod_path(m);
         if (e->ok) {
             /* ELF vaddr = ip - bias; the PT_LOAD holding this mapping's file offset fixes the
              * bias, also for linkers that give segments p_vaddr != p_offset. */
@@ -1924,4 +1933,127 @@ void ot_symbolize(uintptr_t ip, ot_frame_t *out)
     }
     sy_unlock();
     errno = saved;
+}
+
+/* ------------------------------------------------------------------ a module map from outside
+ * The launcher symbolizes a dead process's stacks: the modules (paths, load bases) come from its
+ * state file, and each file is checked to be the build that was loaded before its symbols are used. */
+
+/* The NT_GNU_BUILD_ID of an open ELF file into id (up to cap bytes); its length, 0 if none. */
+static unsigned sy_file_build_id(int fd, uint64_t size, unsigned char *id, unsigned cap)
+{
+    sy_src_t s = {fd, NULL, size};
+    ElfW(Ehdr) eh;
+    if (!sy_read(&s, 0, &eh, sizeof eh) || !sy_memeq(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum > 64 ||
+        !sy_read(&s, eh.e_phoff, sy_scratch.ph, eh.e_phnum * sizeof(ElfW(Phdr))))
+        return 0;
+    static unsigned char note[4096];
+    ElfW(Phdr) ph[64];
+    sy_memcpy(ph, sy_scratch.ph, eh.e_phnum * sizeof(ElfW(Phdr)));
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        if (ph[i].p_type != PT_NOTE) continue;
+        uint64_t n = ph[i].p_filesz < sizeof note ? ph[i].p_filesz : sizeof note;
+        if (!sy_read(&s, ph[i].p_offset, note, (size_t)n)) continue;
+        for (uint64_t at = 0; at + 12 <= n;) {
+            uint32_t namesz, descsz, type;
+            sy_memcpy(&namesz, note + at, 4);
+            sy_memcpy(&descsz, note + at + 4, 4);
+            sy_memcpy(&type, note + at + 8, 4);
+            uint64_t name = at + 12, desc = name + ((namesz + 3ull) & ~3ull);
+            uint64_t next = desc + ((descsz + 3ull) & ~3ull);
+            if (next > n) break;
+            if (type == NT_GNU_BUILD_ID && namesz == 4 && sy_memeq(note + name, "GNU", 4)) {
+                unsigned len = descsz < cap ? descsz : cap;
+                sy_memcpy(id, note + desc, len);
+                return len;
+            }
+            at = next;
+        }
+    }
+    return 0;
+}
+
+/* Adds the executable PT_LOAD segments of module m (open as fd) as ranges; false if none. */
+static bool sy_add_ranges(int fd, uint64_t size, uint32_t mod, uintptr_t base)
+{
+    sy_src_t s = {fd, NULL, size};
+    ElfW(Ehdr) eh;
+    if (!sy_read(&s, 0, &eh, sizeof eh) || eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum > 64 ||
+        !sy_read(&s, eh.e_phoff, sy_scratch.ph, eh.e_phnum * sizeof(ElfW(Phdr))))
+        return false;
+    uint64_t pg = sy_pagesize();
+    bool any = false;
+    uintptr_t bias = eh.e_type == ET_EXEC ? 0 : base;
+    for (unsigned i = 0; i < eh.e_phnum && sy_nranges < SY_MAX_RANGES; i++) {
+        const ElfW(Phdr) *ph = &sy_scratch.ph[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || !ph->p_memsz) continue;
+        sy_range_t *r = &sy_ranges[sy_nranges++];
+        r->start = (uintptr_t)((bias + ph->p_vaddr) & ~(pg - 1));
+        r->end = (uintptr_t)(bias + ph->p_vaddr + ph->p_memsz);
+        r->off = (uintptr_t)(ph->p_offset & ~(pg - 1));
+        r->mod = mod;
+        any = true;
+    }
+    return any;
+}
+
+unsigned ot_symbolize_use_modules(const ot_module_desc_t *mods, unsigned n)
+{
+    int saved = errno;
+    unsigned usable = 0;
+    if (!sy_lock()) return 0;
+    sy_nranges = sy_nmods = 0;
+    sy_pool[0] = 0;
+    sy_pool_len = 1;
+    sy_cur.valid = false;
+    sy_loaded = true; /* ot_symbolize must not read the launcher's own maps over these */
+    sy_maps_gen++;
+    for (unsigned i = 0; i < n && sy_nmods < SY_MAX_MODULES; i++) {
+        const ot_module_desc_t *d = &mods[i];
+        size_t plen = d->path ? sy_strlen(d->path) : 0;
+        if (!plen || d->path[0] != '/' || sy_pool_len + plen + 1 > SY_POOL || d->end < d->start) continue;
+        sy_module_t *m = &sy_mods[sy_nmods];
+        for (size_t k = 0; k < sizeof *m; k++) ((char *)m)[k] = 0;
+        m->base = d->base;
+        m->path = (uint32_t)sy_pool_len;
+        m->external = true;
+        m->nosyms = true;
+        sy_memcpy(sy_pool + sy_pool_len, d->path, plen + 1);
+        sy_pool_len += plen + 1;
+        uint32_t mod = sy_nmods++;
+        unsigned before = sy_nranges;
+        /* A path from a file on disk: only a regular file is opened (opening a device can act). */
+        struct stat st;
+        int fd = stat(d->path, &st) == 0 && S_ISREG(st.st_mode)
+                     ? open(d->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) : -1;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            unsigned char id[40];
+            unsigned len = sy_file_build_id(fd, (uint64_t)st.st_size, id, sizeof id);
+            bool same = !d->build_id_len || (len == d->build_id_len && sy_memeq(id, d->build_id, len));
+            if (same && sy_add_ranges(fd, (uint64_t)st.st_size, mod, d->base)) {
+                m->dev = (uint64_t)st.st_dev;
+                m->ino = (uint64_t)st.st_ino;
+                m->nosyms = false;
+                usable++;
+            }
+        }
+        if (fd >= 0) close(fd);
+        if (m->nosyms) { /* the span alone: frames in it print module+offset */
+            sy_nranges = before;
+            if (sy_nranges < SY_MAX_RANGES && d->end > d->start)
+                sy_ranges[sy_nranges++] = (sy_range_t){d->start, d->end, 0, mod};
+        }
+    }
+    /* sy_find bisects: ranges by start (insertion sort, a few hundred at most) */
+    for (unsigned i = 1; i < sy_nranges; i++) {
+        sy_range_t t = sy_ranges[i];
+        unsigned j = i;
+        for (; j > 0 && sy_ranges[j - 1].start > t.start; j--) sy_ranges[j] = sy_ranges[j - 1];
+        sy_ranges[j] = t;
+    }
+    for (unsigned i = 0; i < SY_HITS; i++) sy_hits[i].ip = 0;
+    sy_unlock();
+    errno = saved;
+    return usable;
 }

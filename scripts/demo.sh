@@ -31,6 +31,8 @@ print(f"rlimit_as={hm['rlimit_as']} vm_size={hm['vm_size']} available={hm['avail
 print(f"live host bytes={r['live']['host']['bytes']} in {r['live']['host']['count']} blocks; top site:",
       r["sites"][0]["stack"][1]["function"] if r["sites"] else None)
 PY
+echo
+bash scripts/demo-killed.sh || exit 1
 if [ -x scripts/demo-cuda.sh ]; then
     echo
     bash scripts/demo-cuda.sh || exit 1

@@ -1,5 +1,6 @@
-/* oomtrace launcher: runs a program with liboomtrace.so preloaded (keeping any existing LD_PRELOAD)
- * and the given options, by exec, so the program's exit status and signals are its own. */
+/* oomtrace launcher: option parsing and the subcommand table. The default command runs a program
+ * with liboomtrace.so preloaded (keeping any existing LD_PRELOAD) under the supervisor
+ * (supervise.c), or by exec with --exec; `oomtrace postmortem` is postmortem.c. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,18 +14,35 @@
 #include <unistd.h>
 
 #include "internal.h" /* OT_VERSION */
+#include "launcher.h"
 
 #ifndef OT_LIBDIR
 #define OT_LIBDIR "/usr/local/lib"
 #endif
 
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+};
+/* One table of subcommands, as git.c's commands[] and perf.c's: a first argument that names one
+ * runs it (oomtrace -- NAME runs a program called NAME); anything else is a program to run. */
+static const struct command commands[] = {
+    {"postmortem", ot_cmd_postmortem, "reports for state files whose process died without one (see --help there)"},
+    {NULL, NULL, NULL},
+};
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: oomtrace [OPTIONS] [--] PROGRAM [ARGS...]\n"
+            "       oomtrace postmortem [--report=TEMPLATE] [--log=DEST] [STATE_FILE | DIR]...\n"
             "Runs PROGRAM with liboomtrace.so preloaded. When an allocation fails, a report (what was\n"
             "asked for, free/total memory, limits, who holds memory, the failing stack) is written\n"
             "before the error is handed back. Otherwise the program runs unchanged and silently.\n"
+            "The launcher stays PROGRAM's parent: it forwards signals to it, and when PROGRAM is\n"
+            "killed (SIGKILL from the OOM killer, for one) it writes a \"killed\" report from the\n"
+            "state file PROGRAM's recorder left behind, then dies by the same signal.\n"
             "\n"
             "  -o, --report=TEMPLATE     JSON report path (default oomtrace.%%e.%%p.%%n.json; none = off)\n"
             "                            %%p pid, %%h host, %%e program name, %%r rank, %%n report number\n"
@@ -36,11 +54,15 @@ static void usage(FILE *out)
             "      --max-reports=N       full reports per process; later failures are counted (default 3)\n"
             "      --no-cuda             do not intercept CUDA\n"
             "      --options=STRING      extra OOMTRACE_OPTIONS items (key=value:key=value)\n"
+            "      --exec                replace the launcher with PROGRAM (no supervisor, no killed report)\n"
             "  -h, --help                this text\n"
             "  -V, --version             print the version\n"
             "\n"
             "Options are passed in OOMTRACE_OPTIONS; an existing OOMTRACE_OPTIONS is kept and these are\n"
-            "appended (later items win). The exit status is PROGRAM's.\n");
+            "appended (later items win). The exit status is PROGRAM's, a death by signal included.\n"
+            "\n"
+            "Commands:\n");
+    for (const struct command *c = commands; c->name; c++) fprintf(out, "  %-12s %s\n", c->name, c->help);
 }
 
 static bool exists(const char *p)
@@ -125,16 +147,18 @@ static void add_opt(char *opts, size_t cap, const char *key, const char *val)
     snprintf(opts + n, cap - n, "%s%s%s%s", n ? ":" : "", key, key[0] ? "=" : "", val);
 }
 
-int main(int argc, char **argv)
+int ot_cmd_run(int argc, char **argv)
 {
-    enum { O_DEPTH = 256, O_SAMPLE, O_MIN, O_MAXREP, O_NOCUDA, O_OPTIONS };
+    enum { O_DEPTH = 256, O_SAMPLE, O_MIN, O_MAXREP, O_NOCUDA, O_OPTIONS, O_EXEC };
     static const struct option longopts[] = {
         {"report", required_argument, 0, 'o'},        {"log", required_argument, 0, 'l'},
         {"stacks", required_argument, 0, 's'},        {"stack-depth", required_argument, 0, O_DEPTH},
         {"sample-bytes", required_argument, 0, O_SAMPLE}, {"stack-min-bytes", required_argument, 0, O_MIN},
         {"max-reports", required_argument, 0, O_MAXREP}, {"no-cuda", no_argument, 0, O_NOCUDA},
         {"options", required_argument, 0, O_OPTIONS}, {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},             {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},             {"exec", no_argument, 0, O_EXEC},
+        {0, 0, 0, 0}};
+    ot_sv_opts_t sv = {false, ""};
     char opts[4096] = "";
     const char *old = getenv("OOMTRACE_OPTIONS");
     if (old && *old) snprintf(opts, sizeof opts, "%s", old);
@@ -157,6 +181,7 @@ int main(int argc, char **argv)
         case O_MAXREP: add_opt(opts, sizeof opts, "max_reports", optarg); break;
         case O_NOCUDA: add_opt(opts, sizeof opts, "cuda", "0"); break;
         case O_OPTIONS: add_opt(opts, sizeof opts, "", optarg); break;
+        case O_EXEC: sv.exec_only = true; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("oomtrace %s\n", OT_VERSION); return 0;
         default: usage(stderr); return 2;
@@ -177,9 +202,15 @@ int main(int argc, char **argv)
     snprintf(preload, sizeof preload, "%s%s%s", lib, existing && *existing ? ":" : "", existing ? existing : "");
     setenv("LD_PRELOAD", preload, 1);
     if (opts[0]) setenv("OOMTRACE_OPTIONS", opts, 1);
+    sv.options = opts;
     warn_if_untraceable(argv[optind]);
-    execvp(argv[optind], argv + optind);
-    int e = errno;
-    fprintf(stderr, "oomtrace: cannot run %s: %s\n", argv[optind], strerror(e));
-    return e == ENOENT ? 127 : 126;
+    return ot_supervise(argv + optind, &sv);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        for (const struct command *c = commands; c->name; c++)
+            if (!strcmp(argv[1], c->name)) return c->fn(argc - 1, argv + 1);
+    return ot_cmd_run(argc, argv);
 }

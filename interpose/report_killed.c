@@ -1,0 +1,301 @@
+/* The "killed" event's part of a report (a process that died without a chance to speak, written
+ * by the launcher from its state file): the diagnosis rules, and the text and JSON sections. Reads
+ * only the report's data; no malloc. */
+#include "report_internal.h"
+
+#define LINE_BEGIN() ot_buf_init(&b, line, sizeof line, -1)
+#define LINE_END() (ot_buf_cstr(&b), sink(ctx, line))
+
+static void put_ms(ot_buf_t *b, uint64_t ns)
+{
+    uint64_t ms = ns / 1000000;
+    if (ms < 10000) ot_buf_printf(b, "%llu ms", (unsigned long long)ms);
+    else ot_buf_printf(b, "%llu.%llu s", (unsigned long long)(ms / 1000), (unsigned long long)(ms % 1000 / 100));
+}
+
+/* "this process's live heap was 190 MiB, 95% from grow_buffers ← main" */
+static void put_heap(ot_buf_t *b, const ot_report_t *r)
+{
+    ot_buf_puts(b, "this process's live heap was ");
+    ot_buf_bytes(b, r->host.bytes);
+    if (r->n_host_sites && r->host.bytes) {
+        const ot_site_info_t *s = &r->host_sites[0];
+        ot_buf_printf(b, ", %llu%% from ", (unsigned long long)(s->live_bytes * 100 / r->host.bytes));
+        ot_report_put_site_name(b, s->ips, s->depth);
+    }
+    if (r->device.bytes) {
+        ot_buf_puts(b, "; device memory ");
+        ot_buf_bytes(b, r->device.bytes);
+    }
+}
+
+void ot_report_diagnose_killed(const ot_report_t *r, ot_diag_sink_t sink, void *ctx)
+{
+    static char line[1024];
+    const ot_report_killed_t *k = r->killed;
+    const ot_host_mem_t *m = &r->mem;
+    ot_buf_t b;
+    const char *sig = k->signal ? ot_report_signal_name(k->signal) : NULL;
+    LINE_BEGIN();
+    switch (k->by) {
+    case OT_KILLED_CGROUP_OOM:
+        ot_buf_puts(&b, "killed by the cgroup OOM killer");
+        if (k->cgroup_limit >= 0) {
+            int64_t at = k->cgroup_peak >= 0 ? k->cgroup_peak : k->cgroup_usage;
+            if (at >= 0) {
+                ot_buf_puts(&b, " at ");
+                ot_buf_bytes(&b, (uint64_t)at);
+            }
+            ot_buf_puts(&b, " of a ");
+            ot_buf_bytes(&b, (uint64_t)k->cgroup_limit);
+            ot_buf_printf(&b, " %s", k->limit_file ? k->limit_file : "limit");
+        }
+        ot_buf_puts(&b, "; ");
+        put_heap(&b, r);
+        break;
+    case OT_KILLED_KERNEL_OOM:
+        ot_buf_puts(&b, "killed by the kernel's OOM killer: the machine ran out of memory");
+        if (m->mem_available >= 0 && m->mem_total >= 0) {
+            ot_buf_puts(&b, " (MemAvailable ");
+            ot_buf_bytes(&b, (uint64_t)m->mem_available);
+            ot_buf_puts(&b, " of ");
+            ot_buf_bytes(&b, (uint64_t)m->mem_total);
+            ot_buf_puts(&b, " at the last state)");
+        }
+        ot_buf_puts(&b, "; ");
+        put_heap(&b, r);
+        if (m->vm_rss >= 0) {
+            ot_buf_puts(&b, ", VmRSS ");
+            ot_buf_bytes(&b, (uint64_t)m->vm_rss);
+        }
+        break;
+    case OT_KILLED_SIGNAL:
+        if (k->signal == 9) ot_buf_puts(&b, "killed by SIGKILL from outside, not by an OOM killer");
+        else ot_buf_printf(&b, "killed by %s, and no handler in the process wrote a report", sig);
+        ot_buf_puts(&b, "; ");
+        put_heap(&b, r);
+        break;
+    default:
+        ot_buf_puts(&b, "died without a report of its own");
+        if (sig) ot_buf_printf(&b, " (%s)", sig);
+        else ot_buf_puts(&b, " (found afterwards: what killed it is not known)");
+        ot_buf_puts(&b, "; ");
+        put_heap(&b, r);
+        break;
+    }
+    LINE_END();
+    if (k->why && k->why[0]) {
+        LINE_BEGIN();
+        ot_buf_printf(&b, "how this was told: %s", k->why);
+        LINE_END();
+    }
+    if (k->forwarded_signal && k->signal == 9 && k->by == OT_KILLED_SIGNAL) {
+        LINE_BEGIN();
+        ot_buf_printf(&b, "%s was sent to it first", ot_report_signal_name(k->forwarded_signal));
+        if (k->died_realtime_ns > k->forwarded_realtime_ns && k->forwarded_realtime_ns) {
+            ot_buf_puts(&b, ", ");
+            put_ms(&b, k->died_realtime_ns - k->forwarded_realtime_ns);
+            ot_buf_puts(&b, " before the SIGKILL");
+        }
+        ot_buf_puts(&b, ": a time limit or a stop (Slurm and Kubernetes send SIGTERM, then SIGKILL after a grace "
+                        "period; timeout -k does the same)");
+        LINE_END();
+    }
+    if (k->n_hist >= 2) {
+        const ot_rec_sample_t *a = &k->hist[0], *z = &k->hist[k->n_hist - 1];
+        LINE_BEGIN();
+        ot_buf_puts(&b, "live host memory went from ");
+        ot_buf_bytes(&b, a->live_host);
+        ot_buf_puts(&b, " to ");
+        ot_buf_bytes(&b, z->live_host);
+        if (z->mono_ns > a->mono_ns) {
+            ot_buf_puts(&b, " in the last ");
+            put_ms(&b, z->mono_ns - a->mono_ns);
+        }
+        if (z->rss >= 0) {
+            ot_buf_puts(&b, " (VmRSS ");
+            ot_buf_bytes(&b, (uint64_t)z->rss);
+            ot_buf_puts(&b, " at the end)");
+        }
+        LINE_END();
+    }
+    if (k->died_realtime_ns && k->state_realtime_ns && k->died_realtime_ns >= k->state_realtime_ns) {
+        LINE_BEGIN();
+        ot_buf_puts(&b, "its last state was written ");
+        put_ms(&b, k->died_realtime_ns - k->state_realtime_ns);
+        ot_buf_puts(&b, " before it died");
+        if (k->torn) ot_buf_puts(&b, " (the update after it was torn by the kill)");
+        LINE_END();
+    } else if (k->torn) {
+        LINE_BEGIN();
+        ot_buf_puts(&b, "the newest update was torn by the kill: this is the state one update before");
+        LINE_END();
+    }
+    if (k->failures_seen) {
+        LINE_BEGIN();
+        ot_buf_printf(&b, "%u allocation failures were seen before it died", k->failures_seen);
+        if (k->last_report && k->last_report[0]) ot_buf_printf(&b, "; its last report: %s", k->last_report);
+        LINE_END();
+    }
+    if (k->by == OT_KILLED_CGROUP_OOM || k->by == OT_KILLED_KERNEL_OOM) {
+        LINE_BEGIN();
+        ot_buf_puts(&b, k->by == OT_KILLED_CGROUP_OOM
+                            ? "try: raise the container's or job's memory limit (docker --memory, Kubernetes limits, "
+                              "Slurm --mem), or reduce the batch or model size; the top call sites below are where "
+                              "the memory went"
+                            : "try: stop other memory users, add swap, or reduce the batch or model size; the top "
+                              "call sites below are where this process's memory went");
+        LINE_END();
+    }
+}
+
+static const char *by_words(ot_killed_by_t by)
+{
+    return by == OT_KILLED_CGROUP_OOM   ? "the cgroup OOM killer"
+           : by == OT_KILLED_KERNEL_OOM ? "the kernel's OOM killer"
+           : by == OT_KILLED_SIGNAL     ? "a signal from outside the process, not an OOM killer"
+                                        : "unknown";
+}
+
+static const char *by_name(ot_killed_by_t by)
+{
+    return by == OT_KILLED_CGROUP_OOM   ? "cgroup_oom_killer"
+           : by == OT_KILLED_KERNEL_OOM ? "kernel_oom_killer"
+           : by == OT_KILLED_SIGNAL     ? "signal"
+                                        : "unknown";
+}
+
+void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
+{
+    const ot_report_killed_t *k = r->killed;
+    ot_buf_printf(b, "oomtrace: killed: %s; killer: %s", k->signal ? ot_report_signal_name(k->signal) : "signal unknown",
+                  by_words(k->by));
+    if (k->cgroup_version) {
+        ot_buf_printf(b, "; cgroup v%d %s %s ", k->cgroup_version, k->cgroup_path ? k->cgroup_path : "?",
+                      k->limit_file ? k->limit_file : "limit");
+        ot_report_put_bytes_or(b, k->cgroup_limit, "unlimited");
+        ot_buf_puts(b, ", peak ");
+        ot_report_put_bytes_or(b, k->cgroup_peak, "?");
+    }
+    ot_buf_printf(b, "\noomtrace: state file %s", k->state_file ? k->state_file : "?");
+    if (k->supervisor_pid) ot_buf_printf(b, " (read by the supervisor, pid %d)", k->supervisor_pid);
+    ot_buf_putc(b, '\n');
+    unsigned from = k->n_large > 8 ? k->n_large - 8 : 0;
+    if (k->n_large) ot_buf_printf(b, "oomtrace: the last %u large allocations (newest last):\n", k->n_large - from);
+    for (unsigned i = from; i < k->n_large; i++) {
+        const ot_rec_large_t *l = &k->large[i];
+        ot_buf_puts(b, "oomtrace:   ");
+        if (k->died_realtime_ns > l->realtime_ns) {
+            put_ms(b, k->died_realtime_ns - l->realtime_ns);
+            ot_buf_puts(b, " before death: ");
+        }
+        ot_buf_bytes(b, l->size);
+        ot_buf_printf(b, " %s from ", ot_kind_name(l->kind));
+        ot_report_put_site_name(b, (const uintptr_t *)l->ips, l->depth);
+        ot_buf_puts(b, ", live host then ");
+        ot_buf_bytes(b, l->live_host);
+        ot_buf_putc(b, '\n');
+    }
+    if (k->n_hist) {
+        /* At most 8 points spread over the history: the shape of the growth, not every sample. */
+        ot_buf_printf(b, "oomtrace: memory history (%u samples), live host / device / VmRSS:\n", k->n_hist);
+        unsigned pts = k->n_hist < 8 ? k->n_hist : 8;
+        const ot_rec_sample_t *z = &k->hist[k->n_hist - 1];
+        for (unsigned p = 0; p < pts; p++) {
+            unsigned i = pts == 1 ? 0 : (unsigned)((uint64_t)p * (k->n_hist - 1) / (pts - 1));
+            const ot_rec_sample_t *s = &k->hist[i];
+            ot_buf_puts(b, "oomtrace:   -");
+            put_ms(b, z->mono_ns - s->mono_ns);
+            ot_buf_puts(b, ": ");
+            ot_buf_bytes(b, s->live_host);
+            ot_buf_puts(b, " / ");
+            ot_buf_bytes(b, s->live_device);
+            ot_buf_puts(b, " / ");
+            ot_report_put_bytes_or(b, s->rss, "?");
+            if (s->cgroup_usage >= 0) {
+                ot_buf_puts(b, ", cgroup ");
+                ot_buf_bytes(b, (uint64_t)s->cgroup_usage);
+            }
+            ot_buf_putc(b, '\n');
+        }
+    }
+}
+
+static void json_ns_time(ot_buf_t *b, uint64_t ns)
+{
+    if (!ns) {
+        ot_buf_puts(b, "null");
+        return;
+    }
+    ot_buf_putc(b, '"');
+    ot_report_put_time_utc(b, (time_t)(ns / 1000000000));
+    ot_buf_putc(b, '"');
+}
+
+void ot_report_json_killed(ot_buf_t *b, const ot_report_t *r)
+{
+    const ot_report_killed_t *k = r->killed;
+    ot_buf_puts(b, ",\"killed\":{\"signal\":");
+    if (k->signal) ot_buf_i64(b, k->signal);
+    else ot_buf_puts(b, "null");
+    ot_buf_puts(b, ",\"signal_name\":");
+    ot_buf_json_str(b, k->signal ? ot_report_signal_name(k->signal) : NULL);
+    ot_buf_printf(b, ",\"killer\":\"%s\",\"why\":", by_name(k->by));
+    ot_buf_json_str(b, k->why);
+    ot_buf_puts(b, ",\"cgroup\":");
+    if (k->cgroup_version) {
+        ot_buf_printf(b, "{\"version\":%d,\"path\":", k->cgroup_version);
+        ot_buf_json_str(b, k->cgroup_path);
+        ot_buf_puts(b, ",\"limit_file\":");
+        ot_buf_json_str(b, k->limit_file);
+        ot_buf_puts(b, ",\"limit\":");
+        ot_buf_json_i64_or_null(b, k->cgroup_limit);
+        ot_buf_puts(b, ",\"peak\":");
+        ot_buf_json_i64_or_null(b, k->cgroup_peak);
+        ot_buf_puts(b, ",\"usage\":");
+        ot_buf_json_i64_or_null(b, k->cgroup_usage);
+        ot_buf_putc(b, '}');
+    } else {
+        ot_buf_puts(b, "null");
+    }
+    ot_buf_puts(b, ",\"supervisor_pid\":");
+    if (k->supervisor_pid) ot_buf_i64(b, k->supervisor_pid);
+    else ot_buf_puts(b, "null");
+    ot_buf_puts(b, ",\"state_file\":");
+    ot_buf_json_str(b, k->state_file);
+    ot_buf_puts(b, ",\"state_time\":");
+    json_ns_time(b, k->state_realtime_ns);
+    ot_buf_puts(b, ",\"died_time\":");
+    json_ns_time(b, k->died_realtime_ns);
+    ot_buf_printf(b, ",\"torn\":%s,\"forwarded_signal\":", k->torn ? "true" : "false");
+    ot_buf_json_str(b, k->forwarded_signal ? ot_report_signal_name(k->forwarded_signal) : NULL);
+    ot_buf_printf(b, ",\"failures_seen\":%u,\"reports_written\":%u,\"last_report\":", k->failures_seen,
+                  k->reports_written);
+    ot_buf_json_str(b, k->last_report && k->last_report[0] ? k->last_report : NULL);
+    ot_buf_puts(b, ",\"large\":[");
+    for (unsigned i = 0; i < k->n_large; i++) {
+        const ot_rec_large_t *l = &k->large[i];
+        ot_buf_puts(b, i ? ",{\"time_ns\":" : "{\"time_ns\":");
+        ot_buf_u64(b, l->realtime_ns);
+        ot_buf_printf(b, ",\"size\":%llu,\"kind\":\"%s\",\"device\":", (unsigned long long)l->size,
+                      ot_kind_name(l->kind));
+        if (l->device >= 0) ot_buf_i64(b, l->device);
+        else ot_buf_puts(b, "null");
+        ot_buf_printf(b, ",\"live_host\":%llu,\"live_device\":%llu,\"stack\":", (unsigned long long)l->live_host,
+                      (unsigned long long)l->live_device);
+        ot_report_json_stack(b, (const uintptr_t *)l->ips, l->depth);
+        ot_buf_putc(b, '}');
+    }
+    ot_buf_puts(b, "],\"history\":[");
+    for (unsigned i = 0; i < k->n_hist; i++) {
+        const ot_rec_sample_t *s = &k->hist[i];
+        ot_buf_printf(b, "%s{\"time_ns\":%llu,\"mono_ns\":%llu,\"live_host\":%llu,\"live_device\":%llu,\"rss\":",
+                      i ? "," : "", (unsigned long long)s->realtime_ns, (unsigned long long)s->mono_ns,
+                      (unsigned long long)s->live_host, (unsigned long long)s->live_device);
+        ot_buf_json_i64_or_null(b, s->rss);
+        ot_buf_puts(b, ",\"cgroup_usage\":");
+        ot_buf_json_i64_or_null(b, s->cgroup_usage);
+        ot_buf_putc(b, '}');
+    }
+    ot_buf_puts(b, "]}");
+}

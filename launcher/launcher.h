@@ -1,0 +1,67 @@
+/* The launcher's internal interface: what main.c, supervise.c, oomkill.c, statefile.c and
+ * postmortem.c share. The launcher is an ordinary program (stdio and malloc are fine here); only
+ * statefile.c's reader must treat its input as hostile. */
+#ifndef OOMTRACE_LAUNCHER_H
+#define OOMTRACE_LAUNCHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ------------------------------------------------------------------ main.c: subcommands */
+int ot_cmd_run(int argc, char **argv);        /* the default: run a program under the preload */
+int ot_cmd_postmortem(int argc, char **argv); /* postmortem.c */
+
+/* ------------------------------------------------------------------ oomkill.c
+ * Who killed it: the cgroup's and the kernel's OOM-kill counters read before the child starts and
+ * after it dies, and the cgroup's limit and peak. -1 = unknown / unlimited. */
+typedef struct {
+    int version;            /* 0 none found, 1, 2 */
+    char path[512];         /* the cgroup's directory under the mount */
+    char rel[256];          /* as /proc/PID/cgroup names it */
+    int64_t oom_kill;       /* v2 memory.events oom_kill, v1 memory.oom_control oom_kill */
+    int64_t oom;            /* v2 memory.events oom; v1 memory.failcnt (the limit was hit) */
+    int64_t limit;          /* the tightest limit from this cgroup up (memory.max / limit_in_bytes) */
+    int64_t limit_here;     /* this cgroup's own */
+    char limit_file[32];    /* "memory.max" / "memory.limit_in_bytes" */
+    int64_t usage, peak;    /* memory.current / usage_in_bytes; memory.peak / max_usage_in_bytes */
+    int64_t vmstat_oom_kill; /* /proc/vmstat oom_kill: every OOM kill on the host */
+} ot_oom_probe_t;
+/* pid 0: this process. */
+void ot_oom_probe(pid_t pid, ot_oom_probe_t *out);
+
+typedef enum {
+    OT_KILLER_UNKNOWN = 0, /* a signal with no OOM kill counted around it */
+    OT_KILLER_CGROUP,      /* the cgroup's OOM killer: its limit was hit and it killed */
+    OT_KILLER_KERNEL,      /* the kernel's (system-wide) OOM killer */
+} ot_killer_t;
+typedef struct {
+    ot_killer_t killer;
+    const char *why; /* one phrase on how that was decided */
+} ot_oom_verdict_t;
+/* Decides from the counters before and after (after read while the child was a zombie). */
+ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *before, const ot_oom_probe_t *after);
+
+/* ------------------------------------------------------------------ supervise.c */
+typedef struct {
+    bool exec_only;       /* --exec: replace the launcher, as before the supervisor existed */
+    const char *options;  /* the child's OOMTRACE_OPTIONS (report=, log=, state_dir= for the killed report) */
+} ot_sv_opts_t;
+/* Runs argv as the launcher's child and returns only if the child exited (its exit code);
+ * a child killed by a signal makes the launcher die by the same signal. */
+int ot_supervise(char **argv, const ot_sv_opts_t *o);
+/* Dies by sig as the child did (core dumps off for the launcher itself); returns only if it cannot. */
+void ot_die_by(int sig);
+
+/* ------------------------------------------------------------------ postmortem.c */
+/* After the supervised child died by sig: a "killed" report from its state file, if it left one. */
+void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
+                       const ot_oom_probe_t *before, const ot_oom_probe_t *after, const char *options);
+
+/* supervise.c tells the post-mortem which signal it last forwarded (Slurm: SIGTERM, then SIGKILL). */
+void ot_pm_note_forwarded(int sig);
+
+/* /proc/PID/stat field 22 (start time in clock ticks since boot); 0 if the process is gone. */
+unsigned long long ot_proc_start_time(pid_t pid);
+
+#endif

@@ -1,0 +1,210 @@
+/* Who killed the child: the cgroup's and the kernel's OOM-kill counters (cgroup v2 memory.events,
+ * v1 memory.oom_control and memory.failcnt, /proc/vmstat), read before it starts and after it died,
+ * and the cgroup's limit and peak. Reads files only; decides nothing about signals. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+static ssize_t slurp(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t have = 0;
+    while (have + 1 < cap) {
+        ssize_t r = read(fd, buf + have, cap - 1 - have);
+        if (r <= 0) break;
+        have += (size_t)r;
+    }
+    close(fd);
+    buf[have] = 0;
+    return (ssize_t)have;
+}
+
+/* "key value" lines (memory.events, memory.oom_control, /proc/vmstat): value of key, or -1. */
+static int64_t keyed(const char *path, const char *key)
+{
+    char buf[16384];
+    if (slurp(path, buf, sizeof buf) <= 0) return -1;
+    size_t kl = strlen(key);
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, key, kl) && l[kl] == ' ') return strtoll(l + kl + 1, NULL, 10);
+    return -1;
+}
+
+/* A number, or "max" / v1's near-2^63 "unlimited": -1. */
+static int64_t value(const char *path)
+{
+    char buf[64];
+    if (slurp(path, buf, sizeof buf) <= 0) return -2; /* no such file */
+    if (!strncmp(buf, "max", 3)) return -1;
+    char *e;
+    unsigned long long v = strtoull(buf, &e, 10);
+    if (e == buf) return -2;
+    return v >= (1ull << 62) ? -1 : (int64_t)v;
+}
+
+static void at(char *out, size_t cap, const char *dir, const char *file)
+{
+    snprintf(out, cap, "%s/%s", dir, file);
+}
+
+/* The sum of a counter from dir up to the mount root (key NULL: a plain number): a limit hit in an
+ * ancestor (a container's or job's cgroup above this one) counts there, not here. -1: none read. */
+static int64_t summed(const char *mount, const char *dir, const char *file, const char *key);
+
+/* The tightest limit from dir up to the mount root. */
+static int64_t tightest(const char *mount, const char *dir, const char *file)
+{
+    char d[512], p[600];
+    snprintf(d, sizeof d, "%s", dir);
+    int64_t best = -1;
+    size_t ml = strlen(mount);
+    for (;;) {
+        at(p, sizeof p, d, file);
+        int64_t v = value(p);
+        if (v >= 0 && (best < 0 || v < best)) best = v;
+        if (strlen(d) <= ml) break;
+        char *s = strrchr(d, '/');
+        if (!s || (size_t)(s - d) < ml) break;
+        *s = 0;
+    }
+    return best;
+}
+
+static int64_t summed(const char *mount, const char *dir, const char *file, const char *key)
+{
+    char d[512], p[600];
+    snprintf(d, sizeof d, "%s", dir);
+    int64_t sum = -1;
+    size_t ml = strlen(mount);
+    for (;;) {
+        at(p, sizeof p, d, file);
+        int64_t v = key ? keyed(p, key) : value(p);
+        if (v >= 0) sum = (sum < 0 ? 0 : sum) + v;
+        if (strlen(d) <= ml) break;
+        char *s = strrchr(d, '/');
+        if (!s || (size_t)(s - d) < ml) break;
+        *s = 0;
+    }
+    return sum;
+}
+
+void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->oom_kill = o->oom = o->limit = o->limit_here = o->usage = o->peak = -1;
+    o->vmstat_oom_kill = keyed("/proc/vmstat", "oom_kill");
+    char path[64], buf[4096];
+    if (pid) snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    else snprintf(path, sizeof path, "/proc/self/cgroup");
+    if (slurp(path, buf, sizeof buf) <= 0) return;
+    char v1[256] = "", v2[256] = "";
+    bool have_v1 = false, have_v2 = false;
+    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+        /* "hierarchy-id:controllers:path" */
+        char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = 0;
+        const char *ctl = c1 + 1, *rel = c2 + 1;
+        if (!*ctl) {
+            snprintf(v2, sizeof v2, "%s", rel);
+            have_v2 = true;
+            continue;
+        }
+        for (const char *t = ctl; t && *t;) {
+            const char *e = strchr(t, ',');
+            size_t n = e ? (size_t)(e - t) : strlen(t);
+            if (n == 6 && !strncmp(t, "memory", 6)) {
+                snprintf(v1, sizeof v1, "%s", rel);
+                have_v1 = true;
+            }
+            t = e ? e + 1 : NULL;
+        }
+    }
+    char p[700];
+    if (have_v1) {
+        const char *mount = "/sys/fs/cgroup/memory";
+        snprintf(o->path, sizeof o->path, "%s%s", mount, strcmp(v1, "/") ? v1 : "");
+        at(p, sizeof p, o->path, "memory.limit_in_bytes");
+        if (access(p, R_OK) != 0) snprintf(o->path, sizeof o->path, "%s", mount); /* a container's root */
+        at(p, sizeof p, o->path, "memory.limit_in_bytes");
+        if (access(p, R_OK) == 0) {
+            o->version = 1;
+            snprintf(o->rel, sizeof o->rel, "%s", v1);
+            snprintf(o->limit_file, sizeof o->limit_file, "memory.limit_in_bytes");
+            o->limit_here = value(p);
+            o->limit = tightest(mount, o->path, "memory.limit_in_bytes");
+            at(p, sizeof p, o->path, "memory.oom_control");
+            o->oom_kill = keyed(p, "oom_kill");
+            o->oom = summed(mount, o->path, "memory.failcnt", NULL);
+            at(p, sizeof p, o->path, "memory.usage_in_bytes");
+            o->usage = value(p);
+            at(p, sizeof p, o->path, "memory.max_usage_in_bytes");
+            o->peak = value(p);
+            return;
+        }
+    }
+    if (have_v2) {
+        static const char *const mounts[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified", NULL};
+        for (int i = 0; mounts[i]; i++) {
+            snprintf(o->path, sizeof o->path, "%s%s", mounts[i], strcmp(v2, "/") ? v2 : "");
+            at(p, sizeof p, o->path, "memory.events");
+            if (access(p, R_OK) != 0) continue;
+            o->version = 2;
+            snprintf(o->rel, sizeof o->rel, "%s", v2);
+            snprintf(o->limit_file, sizeof o->limit_file, "memory.max");
+            o->oom_kill = keyed(p, "oom_kill");
+            o->oom = summed(mounts[i], o->path, "memory.events", "oom");
+            at(p, sizeof p, o->path, "memory.max");
+            o->limit_here = value(p);
+            o->limit = tightest(mounts[i], o->path, "memory.max");
+            at(p, sizeof p, o->path, "memory.current");
+            o->usage = value(p);
+            at(p, sizeof p, o->path, "memory.peak");
+            o->peak = value(p);
+            return;
+        }
+    }
+    o->path[0] = 0;
+}
+
+static bool grew(int64_t before, int64_t after)
+{
+    return before >= 0 && after > before;
+}
+
+/* The OOM killer sends SIGKILL. A cgroup's oom_kill counts every OOM kill of one of its
+ * processes, the global OOM killer's too; the cgroup's own OOM (v2 "oom", v1 failcnt: the limit
+ * was hit) tells the two apart. /proc/vmstat oom_kill counts every kill on the host. */
+ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *b, const ot_oom_probe_t *a)
+{
+    ot_oom_verdict_t v = {OT_KILLER_UNKNOWN, "no OOM kill was counted while it ran"};
+    if (sig != 9) {
+        v.why = "the OOM killer sends SIGKILL";
+        return v;
+    }
+    bool same_cg = b->version && b->version == a->version && !strcmp(b->path, a->path);
+    if (same_cg && grew(b->oom_kill, a->oom_kill)) {
+        /* A limit hit on the way up (failcnt, "oom") tells the cgroup's killer from the global one;
+         * where those counters cannot be read, a limit on the way up has to do. */
+        bool limit_hit = b->oom >= 0 && a->oom >= 0 ? grew(b->oom, a->oom) : a->limit >= 0;
+        if (limit_hit) {
+            v.killer = OT_KILLER_CGROUP;
+            v.why = b->version == 2 ? "memory.events oom_kill and oom grew while it ran"
+                                    : "memory.oom_control oom_kill and memory.failcnt grew while it ran";
+        } else {
+            v.killer = OT_KILLER_KERNEL;
+            v.why = "its cgroup counted an OOM kill, but no cgroup on the way up hit its limit: the system ran out";
+        }
+        return v;
+    }
+    if (grew(b->vmstat_oom_kill, a->vmstat_oom_kill)) {
+        v.killer = OT_KILLER_KERNEL;
+        v.why = "/proc/vmstat oom_kill grew while it ran";
+    }
+    return v;
+}
