@@ -76,6 +76,11 @@ $(B)/tests/unit/test_oomkill: TEST_SRCS := launcher/oomkill.c
 $(B)/tests/unit/test_oomkill: TEST_DEFS := -Ilauncher
 $(B)/tests/unit/test_oomkill: launcher/oomkill.c launcher/launcher.h
 
+# test_recorder reads the recorder's files through the launcher's reader, the one the tools use.
+$(B)/tests/unit/test_recorder: TEST_SRCS := launcher/statefile.c
+$(B)/tests/unit/test_recorder: TEST_DEFS := -Ilauncher
+$(B)/tests/unit/test_recorder: launcher/statefile.c launcher/statefile.h
+
 # Sanitizer builds compile the core sources straight into the test.
 $(B)/tests/tsan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) interpose/*.h include/*.h | $(B)/.deps
 	@mkdir -p $(dir $@)

@@ -29,9 +29,9 @@ static int64_t g_min_level = OT_RECORDER_MIN_BYTES; /* recorder_min_bytes= */
 #define UPDATE_EVERY_NS 100000000ull  /* ~100 ms stale at most while the program allocates */
 #define UPDATE_BYTES (4ll << 20)      /* or 4 MiB of change, whichever comes first */
 #define SAMPLE_EVERY_NS 250000000ull  /* a history sample (statm + cgroup usage) */
-#define SAMPLE_BYTES (16ll << 20)     /* or when the level moved this much since the last sample */
+#define SAMPLE_BYTES (4ll << 20)      /* or sooner (after 25 ms) when the level moved this much */
 #define SITES_EVERY_NS 100000000ull   /* a top-sites scan, further apart if scans are slow */
-#define PROBE_EVERY_NS 5000000000ull  /* the full host memory context (meminfo, status, cgroup) */
+#define PROBE_EVERY_NS 1000000000ull  /* the full host memory context (meminfo, status, cgroup) */
 #define MODCHECK_EVERY_NS 1000000000ull /* has the module map changed (dlpi_adds/subs)? */
 #define FRAME_HEAD 1024u
 #define FILE_HEAD 4096u
@@ -431,6 +431,11 @@ static void sample(uint64_t rt, uint64_t mono)
     ot_usage_t u;
     ot_usage_read(&u);
     int64_t h = ot_live_approx_level(0), d = ot_live_approx_level(1);
+    /* The process's side of the memory context follows the samples (the rest, once a second). */
+    if (u.vm_size >= 0) g_mem.vm_size = u.vm_size;
+    if (u.rss >= 0) g_mem.vm_rss = u.rss;
+    if (u.vm_size > g_mem.vm_peak) g_mem.vm_peak = u.vm_size;
+    if (u.cgroup_usage >= 0) g_mem.cgroup_usage = u.cgroup_usage;
     ot_rec_sample_t *s = &g_hist[g_hist_head % L.cap[OT_REC_SEC_HISTORY]];
     *s = (ot_rec_sample_t){rt, mono, h > 0 ? (uint64_t)h : 0, d > 0 ? (uint64_t)d : 0, u.rss, u.cgroup_usage};
     g_hist_head++;
@@ -570,8 +575,10 @@ static void update(uint64_t now_coarse, bool force)
         g_next_probe_ns = mono + PROBE_EVERY_NS;
     }
     int64_t level = ot_live_approx_level(0) + ot_live_approx_level(1), moved = level - g_sample_level;
-    if (mono >= g_next_sample_ns ||
-        ((moved >= SAMPLE_BYTES || moved <= -SAMPLE_BYTES) && mono - g_last_sample_ns >= SAMPLE_EVERY_NS / 10)) {
+    if (moved < 0) moved = -moved;
+    uint64_t since = mono - g_last_sample_ns;
+    if (mono >= g_next_sample_ns || (moved >= SAMPLE_BYTES && since >= SAMPLE_EVERY_NS / 10) ||
+        (moved >= (256 << 10) && since >= UPDATE_EVERY_NS)) {
         sample(clock_ns(CLOCK_REALTIME), mono);
         g_next_sample_ns = mono + SAMPLE_EVERY_NS;
         g_last_sample_ns = mono;

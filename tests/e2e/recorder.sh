@@ -1,12 +1,14 @@
 #!/bin/bash
 # The flight recorder end to end: a program killed with SIGKILL leaves a state file with its totals,
 # top call site and history; a normal exit, _exit and exec leave none; a small program makes none;
-# fork gives the child its own file; hostile directories are refused.
+# fork gives the child its own file; hostile directories are refused. The files are read the way a
+# user reads them: `oomtrace postmortem` (launcher/statefile.c) and its JSON report.
 . "$(dirname "$0")/lib.sh"
 T=$OT_TMP/rec
 mkdir -p "$T"
 G=$OT_BUILD/targets/rec_grow
-READ="python3 $OT_ROOT/tests/e2e/rec_read.py"
+# pm FILE OUT: the post-mortem JSON report of a state file
+pm() { rm -f "$2"; "$OT_LAUNCHER" postmortem --report="$2" "$1" >/dev/null 2>&1; [ -s "$2" ]; }
 
 # start NAME OPTS ARGS...: runs rec_grow in the background, waits for its "ready" line; sets PID
 start() {
@@ -30,15 +32,15 @@ if [ -z "$PID" ] || [ -z "$f" ]; then
     fail recorder_killed_leaves_file "no state file for pid ${PID:-?} in $S: $(ls "$S")"
 else
     pass recorder_killed_leaves_file
-    $READ "$f" >"$T/killed.json" 2>"$T/killed.readerr"
-    j() { python3 -c "import json,sys; r=json.load(open('$T/killed.json')); sys.exit(0 if ($1) else 1)"; }
-    check recorder_killed_identity j "r['pid'] == $PID and r['exe'].endswith('/rec_grow') and 'rec_grow 64 1024 hold' in r['cmdline']"
-    check recorder_killed_totals j "r['host']['bytes'] >= 64<<20 and r['host']['peak'] >= r['host']['bytes'] and r['host']['count'] >= 64"
-    check recorder_killed_top_site j "r['sites'][0]['frames'][0] == 'grow_buffers' and r['sites'][0]['live_bytes'] >= 64<<20"
-    check recorder_killed_history j "len(r['history']) >= 2 and max(h['host'] for h in r['history']) >= 60<<20 and r['history'][-1]['rss'] > 60<<20"
-    check recorder_killed_large_ring j "len(r['large']) >= 64 and r['large'][-1]['size'] >= 1<<20 and r['large'][-1]['depth'] > 0"
-    check recorder_killed_modules j "any(m['path'].endswith('/rec_grow') and len(m['build_id']) == 40 for m in r['modules']) and any('liboomtrace' in m['path'] for m in r['modules'])"
     check recorder_file_mode bash -c "[ \"\$(stat -c %a '$f')\" = 600 ] && [ \"\$(stat -c %s '$f')\" -le 1048576 ]"
+    pm "$f" "$T/killed.json" || fail recorder_killed_postmortem "oomtrace postmortem wrote no report on $f"
+    j() { python3 -c "import json,sys; r=json.load(open('$T/killed.json')); k=r['killed']; sys.exit(0 if ($1) else 1)" 2>/dev/null; }
+    check recorder_killed_identity j "r['event'] == 'killed' and r['process']['pid'] == $PID and r['process']['exe'].endswith('/rec_grow') and 'rec_grow 64 1024 hold' in r['process']['cmdline']"
+    check recorder_killed_totals j "r['live']['host']['bytes'] >= 64<<20 and r['live']['host']['peak_bytes'] >= r['live']['host']['bytes'] and r['live']['host']['count'] >= 64"
+    # symbolized after the process is gone, through the file's module map
+    check recorder_killed_top_site j "r['sites'][0]['stack'][0]['function'] == 'grow_buffers' and r['sites'][0]['bytes'] >= 64<<20"
+    check recorder_killed_history j "len(k['history']) >= 3 and k['history'][-1]['live_host'] >= 64<<20 and k['history'][-1]['rss'] > 60<<20"
+    check recorder_killed_large_ring j "len(k['large']) >= 64 and k['large'][-1]['size'] == 1<<20 and k['large'][-1]['stack'][0]['function'] == 'grow_buffers'"
 fi
 check recorder_not_in_cwd bash -c "! ls '$T' | grep -q '\.rec$'"
 
@@ -70,7 +72,8 @@ sleep 0.2
 [ -n "$CPID" ] && kill -9 "$CPID"
 finish
 pf=$(ls "$S"/oomtrace-"$PID"-*.rec 2>/dev/null | head -n1); cf=$(ls "$S"/oomtrace-"${CPID:-x}"-*.rec 2>/dev/null | head -n1)
-if [ -n "$pf" ] && [ -n "$cf" ] && $READ "$cf" | python3 -c "import json,sys; r=json.load(sys.stdin); sys.exit(0 if r['pid']==$CPID and r['ppid']==$PID and r['host']['bytes']>=64<<20 else 1)"; then
+if [ -n "$pf" ] && [ -n "$cf" ] && pm "$cf" "$T/child.json" &&
+    [ "$(json_get "$T/child.json" "r['process']['pid'] == $CPID and r['live']['host']['bytes'] >= 64<<20")" = True ]; then
     pass recorder_fork_child_own_file
 else
     fail recorder_fork_child_own_file "parent ${PID:-?} child ${CPID:-?}: $(ls "$S")"
