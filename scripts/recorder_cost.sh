@@ -18,6 +18,7 @@ done
 python3 "$IN/gen_big_c.py" 25 >"$IN/small.c"   # bench.sh: cc1_funcs / 8
 LIB=$PWD/build/liboomtrace.so
 CC1=$(gcc -print-prog-name=cc1)
+PY=/usr/bin/python3; [ -x $PY ] || PY=$(command -v python3) # not a wrapper script: valgrind counts one process
 count() { # OPTIONS CMD...: instructions of the whole run
     local opts=$1; shift
     env PYTHONHASHSEED=0 LD_PRELOAD="$LIB" OOMTRACE_OPTIONS="log=none:report=none${opts:+:$opts}" \
@@ -29,13 +30,13 @@ printf '%-12s %14s %14s %8s %14s %8s\n' workload recorder=0 default added min_by
 for w in $ws; do
     case $w in
         cc1) cmd=("$CC1" -quiet -O2 "$IN/small.c" -o "$IN/small.s") ;;
-        python3) cmd=(python3 "$IN/alloc_heavy.py" 5) ;;
-        np_loop) python3 -c 'import numpy' 2>/dev/null || { echo "np_loop: skipped, numpy is not installed"; continue; }
-                 cmd=(python3 tests/bench/np_loop.py 1000 "$(grep -m1 '^NP_SIZE=' scripts/bench.sh | cut -d= -f2)") ;;
+        python3) cmd=("$PY" "$IN/alloc_heavy.py" 5) ;;
+        np_loop) "$PY" -c 'import numpy' 2>/dev/null || { echo "np_loop: skipped, numpy is not installed for $PY"; continue; }
+                 cmd=("$PY" tests/bench/np_loop.py 1000 "$(grep -m1 '^NP_SIZE=' scripts/bench.sh | cut -d= -f2)") ;;
         small_churn) cmd=(build/bench/small_churn 200000) ;;
         startup) cmd=(/bin/true) ;;
         *) echo "unknown workload $w" >&2; continue ;;
     esac
     r=$(count recorder=0 "${cmd[@]}"); d=$(count "" "${cmd[@]}"); z=$(count recorder_min_bytes=0 "${cmd[@]}")
-    awk -v w="$w" -v r="$r" -v d="$d" -v z="$z" 'BEGIN { printf "%-12s %14d %14d %+7.2f%% %14d %+7.2f%%\n", w, r, d, (d - r) * 100 / r, z, (z - r) * 100 / r }'
+    awk -v w="$w" -v r="$r" -v d="$d" -v z="$z" 'BEGIN { printf "%-12s %14.0f %14.0f %+7.2f%% %14.0f %+7.2f%%\n", w, r, d, (d - r) * 100 / r, z, (z - r) * 100 / r }'
 done
