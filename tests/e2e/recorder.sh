@@ -8,7 +8,7 @@ T=$OT_TMP/rec
 mkdir -p "$T"
 G=$OT_BUILD/targets/rec_grow
 # pm FILE OUT: the post-mortem JSON report of a state file
-pm() { rm -f "$2"; "$OT_LAUNCHER" postmortem --report="$2" "$1" >/dev/null 2>&1; [ -s "$2" ]; }
+pm() { rm -f "$2"; "$OT_LAUNCHER" postmortem --report="$2" "$1" >"$2.log" 2>&1; [ -s "$2" ]; }
 
 # start NAME OPTS ARGS...: runs rec_grow in the background, waits for its "ready" line; sets PID
 start() {
@@ -71,12 +71,38 @@ CPID=$(awk '/^child/{print $2}' "$T/fork.out")
 sleep 0.2
 [ -n "$CPID" ] && kill -9 "$CPID"
 finish
+for _ in $(seq 40); do [ -e "/proc/${CPID:-x}" ] || break; sleep 0.05; done # reaped (by init, its parent gone)
 pf=$(ls "$S"/oomtrace-"$PID"-*.rec 2>/dev/null | head -n1); cf=$(ls "$S"/oomtrace-"${CPID:-x}"-*.rec 2>/dev/null | head -n1)
 if [ -n "$pf" ] && [ -n "$cf" ] && pm "$cf" "$T/child.json" &&
     [ "$(json_get "$T/child.json" "r['process']['pid'] == $CPID and r['live']['host']['bytes'] >= 64<<20")" = True ]; then
     pass recorder_fork_child_own_file
 else
-    fail recorder_fork_child_own_file "parent ${PID:-?} child ${CPID:-?}: $(ls "$S")"
+    fail recorder_fork_child_own_file "parent ${PID:-?} child ${CPID:-?}: $(ls "$S"); $(tail -2 "$T/child.json.log" 2>/dev/null)"
+fi
+
+# --- exec by a raw system call (no hook sees it): the new image, same pid and start time, takes
+# the old image's file over rather than leaving it behind
+S=$T/state-rawexec; mkdir -m 700 "$S"
+start rawexec "state_dir=$S" 32 1024 rawexec
+for _ in $(seq 100); do [ "$(grep -c '^ready' "$T/rawexec.out")" = 2 ] && break; sleep 0.05; done
+finish
+if [ "$(grep -c '^ready' "$T/rawexec.out")" = 2 ] && [ "$(files "$S")" = 1 ] && f=$(ls "$S"/oomtrace-"$PID"-*.rec) &&
+    pm "$f" "$T/rawexec.json" && [ "$(json_get "$T/rawexec.json" "r['process']['pid'] == $PID and 'hold' in r['process']['cmdline']")" = True ]; then
+    pass recorder_exec_takes_over
+else
+    fail recorder_exec_takes_over "$(cat "$T/rawexec.out"), left: $(ls "$S")"
+fi
+# --- vfork children (one _exits, one execs) and posix_spawn leave the parent's file alone
+S=$T/state-spawn; mkdir -m 700 "$S"
+start spawn "state_dir=$S" 32 1024 spawn
+for _ in $(seq 100); do grep -q '^spawned' "$T/spawn.out" && break; sleep 0.05; done
+sleep 0.1
+finish
+if grep -q '^spawned' "$T/spawn.out" && [ "$(files "$S")" = 1 ] && f=$(ls "$S"/oomtrace-"$PID"-*.rec) && pm "$f" "$T/spawn.json" &&
+    [ "$(json_get "$T/spawn.json" "r['live']['host']['bytes'] >= 32<<20")" = True ]; then
+    pass recorder_vfork_spawn_safe
+else
+    fail recorder_vfork_spawn_safe "$(cat "$T/spawn.out" "$T/spawn.err"), left: $(ls "$S")"
 fi
 
 # --- hostile places
