@@ -190,8 +190,8 @@ static uint64_t read_start_time(void)
 
 static void fill_identity(ot_rec_file_t *h, pid_t pid, uint64_t start, uint32_t exec_count)
 {
-    __atomic_store_n(&h->seq, 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    /* odd, as a read-modify-write with acquire: none of the stores below can become visible first */
+    (void)__atomic_exchange_n(&h->seq, 1, __ATOMIC_ACQ_REL);
     ot_memcpy(h->magic, OT_REC_MAGIC, 8);
     h->layout_version = OT_REC_LAYOUT_VERSION;
     h->endian_mark = OT_REC_ENDIAN_MARK;
@@ -512,8 +512,9 @@ static void write_frame(void)
     uint64_t no = ++g_update_no;
     ot_rec_frame_t *f = frame_at((unsigned)(no & 1));
     uint64_t seq = __atomic_load_n(&f->seq, __ATOMIC_RELAXED);
-    __atomic_store_n(&f->seq, seq + 1, __ATOMIC_RELAXED); /* odd: being written */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    /* Odd: being written. An exchange with acquire, so that no store to the frame below can become
+     * visible before the odd count (a plain store would need a fence). */
+    (void)__atomic_exchange_n(&f->seq, seq + 1, __ATOMIC_ACQ_REL);
 
     f->update_no = no;
     f->update_realtime_ns = clock_ns(CLOCK_REALTIME);
@@ -726,8 +727,7 @@ void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site)
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == RS_OFF) return;
     uint64_t i = atomic_fetch_add_explicit(&g_large_claim, 1, memory_order_relaxed);
     large_stage_t *g = &g_large[i % LARGE_STAGE];
-    atomic_store_explicit(&g->seq, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    (void)atomic_exchange_explicit(&g->seq, 0, memory_order_acq_rel); /* incomplete before any field changes */
     g->rt = clock_ns(CLOCK_REALTIME_COARSE);
     g->mono = clock_ns(CLOCK_MONOTONIC_COARSE);
     g->size = size;
@@ -746,8 +746,7 @@ void ot_recorder_failure(const char *api, uint64_t size, int code, const char *e
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == RS_OFF) return;
     uint64_t i = atomic_fetch_add_explicit(&g_fail_claim, 1, memory_order_relaxed);
     fail_stage_t *g = &g_fail[i % FAIL_STAGE];
-    atomic_store_explicit(&g->seq, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    (void)atomic_exchange_explicit(&g->seq, 0, memory_order_acq_rel); /* incomplete before any field changes */
     g->rt = clock_ns(CLOCK_REALTIME);
     g->mono = clock_ns(CLOCK_MONOTONIC);
     g->size = size;
