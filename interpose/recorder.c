@@ -113,6 +113,7 @@ static ot_rec_host_mem_t g_mem;
 static char g_cgroup_path[256];
 static uint64_t g_kind_peak[OT_KIND_COUNT];
 static char g_last_report[256];
+static _Atomic unsigned g_reports; /* reports this process wrote (report.c tells us) */
 
 /* Large allocations and failures: filled by any thread, lock-free. Entry i is complete once its
  * seq reads i + 1 (a later lap's writer may have replaced it: seq > i + 1, skipped). */
@@ -558,7 +559,7 @@ static void write_frame(void)
     ot_pressure_info(&pi);
     f->pressure = (ot_rec_pressure_t){pi.threshold, pi.limit_kind, pi.steps_reported, pi.limit, pi.usage, pi.next_step};
     f->cgroup_peak = -1;
-    f->reports_written = ot_state.reports_written;
+    f->reports_written = atomic_load_explicit(&g_reports, memory_order_relaxed);
     f->failures_seen = (uint32_t)ot_report_failures_total();
     ot_strlcpy(f->last_report, g_last_report, sizeof f->last_report);
     f->flags = flags;
@@ -756,16 +757,19 @@ void ot_recorder_failure(const char *api, uint64_t size, int code, const char *e
     ot_strlcpy(g->error_name, error_name ? error_name : "", sizeof g->error_name);
     ot_strlcpy(g->report, report_path ? report_path : "", sizeof g->report);
     atomic_store_explicit(&g->seq, i + 1, memory_order_release);
-    if (report_path && report_path[0]) ot_recorder_note_report(report_path);
-    /* Written down soon: now, unless an update was made in the last 10 ms (a failing loop). */
-    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
-    if (atomic_load(&g_state) == RS_LIVE && now - atomic_load_explicit(&g_last_ns, memory_order_relaxed) >= 10000000ull)
+    /* Written down now; a failing loop at most every 10 ms (its later failures with the next update). */
+    static _Atomic uint64_t last_ns;
+    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE), was = atomic_load_explicit(&last_ns, memory_order_relaxed);
+    if (atomic_load(&g_state) == RS_LIVE && (was == 0 || now - was >= 10000000ull)) {
+        atomic_store_explicit(&last_ns, now ? now : 1, memory_order_relaxed);
         slow(RS_LIVE, now, false);
+    }
 }
 
 void ot_recorder_note_report(const char *path)
 {
-    ot_strlcpy(g_last_report, path ? path : "", sizeof g_last_report);
+    atomic_fetch_add_explicit(&g_reports, 1, memory_order_relaxed);
+    if (path && path[0]) ot_strlcpy(g_last_report, path, sizeof g_last_report);
 }
 
 void ot_recorder_update_now(void)

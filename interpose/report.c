@@ -93,7 +93,7 @@ static void emit(void)
         ot_report_write_json(&R, jfd);
         syscall(SYS_close, jfd);
     }
-    if (R.json_path[0]) ot_recorder_note_report(R.json_path);
+    ot_recorder_note_report(R.json_path); /* the flight recorder counts it and keeps its path */
 }
 
 /* A request the driver or runtime refused (invalid value, not permitted, ...): not a shortage of

@@ -105,6 +105,18 @@ else
     fail recorder_vfork_spawn_safe "$(cat "$T/spawn.out" "$T/spawn.err"), left: $(ls "$S")"
 fi
 
+# --- an allocation failure reported before the kill: counted in the file, with its report
+S=$T/state-fail; mkdir -m 700 "$S"
+start fail "state_dir=$S" 32 1024 fail
+for _ in $(seq 100); do grep -q '^failed' "$T/fail.out" && break; sleep 0.05; done
+finish
+if f=$(ls "$S"/oomtrace-"${PID:-x}"-*.rec 2>/dev/null) && pm "$f" "$T/fail.json" &&
+    [ "$(json_get "$T/fail.json" "r['killed']['failures_seen'] == 1 and r['killed']['reports_written'] == 1 and r['killed']['last_report'] == '$T/fail.$PID.json'")" = True ]; then
+    pass recorder_failure_noted
+else
+    fail recorder_failure_noted "$(cat "$T/fail.out"); $(json_get "$T/fail.json" "r['killed']" 2>&1 | head -c 300)"
+fi
+
 # --- hostile places
 S=$T/state-open; mkdir -m 777 "$S"
 start open "state_dir=$S" 32 1024 exit

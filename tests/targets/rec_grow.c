@@ -6,7 +6,8 @@
  * parent holds too; forkexit: a child that _exits at once after growing, the parent exits after
  * it; exec: execs /bin/true (the new image small); rawexec: execs itself with a raw execve system
  * call (no hook sees it) as "rec_grow MIB BLOCK_KIB hold"; spawn: vfork + _exit, vfork + exec of
- * /bin/true and posix_spawn of /bin/true, then holds; slow: one block every 20 ms, then holds. */
+ * /bin/true and posix_spawn of /bin/true, then holds; fail: a malloc that fails (2^60 bytes), then
+ * holds; slow: one block every 20 ms, then holds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,11 @@ int main(int argc, char **argv)
         extern char **environ;
         syscall(SYS_execve, "/proc/self/exe", args, environ);
         return 5;
+    }
+    if (!strcmp(mode, "fail")) {
+        sink = malloc((size_t)1 << 60);
+        printf("failed %s\n", sink ? "no" : "yes");
+        fflush(stdout);
     }
     if (!strcmp(mode, "spawn")) {
         pid_t c = vfork();
