@@ -1,5 +1,5 @@
 /* Who killed the child: the cgroup's and the kernel's OOM-kill counters (cgroup v2 memory.events,
- * v1 memory.oom_control and memory.failcnt, /proc/vmstat), read before it starts and after it died,
+ * v1 memory.oom_control and memory(.memsw).failcnt, /proc/vmstat), read before it starts and after it died,
  * and the cgroup's limit and peak. Reads files only; decides nothing about signals. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -140,7 +140,10 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
             o->limit = tightest(mount, o->path, "memory.limit_in_bytes");
             at(p, sizeof p, o->path, "memory.oom_control");
             o->oom_kill = keyed(p, "oom_kill");
-            o->oom = summed(mount, o->path, "memory.failcnt", NULL);
+            /* memory+swap's limit (memsw) is hit in its own counter */
+            int64_t f = summed(mount, o->path, "memory.failcnt", NULL),
+                    fs = summed(mount, o->path, "memory.memsw.failcnt", NULL);
+            o->oom = f < 0 ? fs : fs < 0 ? f : f + fs;
             at(p, sizeof p, o->path, "memory.usage_in_bytes");
             o->usage = value(p);
             at(p, sizeof p, o->path, "memory.max_usage_in_bytes");
@@ -192,10 +195,13 @@ ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *b, const ot_oom_pro
         /* A limit hit on the way up (failcnt, "oom") tells the cgroup's killer from the global one;
          * where those counters cannot be read, a limit on the way up has to do. */
         bool limit_hit = b->oom >= 0 && a->oom >= 0 ? grew(b->oom, a->oom) : a->limit >= 0;
+        /* v1 with memory+swap limited as well counts no failcnt for it: the peak at the limit says it */
+        int64_t margin = a->limit / 100 > (1 << 20) ? a->limit / 100 : (1 << 20);
+        if (a->limit >= 0 && a->peak >= 0 && a->peak >= a->limit - margin) limit_hit = true;
         if (limit_hit) {
             v.killer = OT_KILLER_CGROUP;
             v.why = b->version == 2 ? "memory.events oom_kill and oom grew while it ran"
-                                    : "memory.oom_control oom_kill and memory.failcnt grew while it ran";
+                                    : "memory.oom_control oom_kill grew while it ran, and the cgroup hit its limit";
         } else {
             v.killer = OT_KILLER_KERNEL;
             v.why = "its cgroup counted an OOM kill, but no cgroup on the way up hit its limit: the system ran out";

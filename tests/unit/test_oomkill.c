@@ -31,6 +31,9 @@ TEST(test_kernel_oom_killer)
     /* The cgroup counted a kill but no limit on the way up was hit: the global OOM killer. */
     ot_oom_probe_t b = cg(1, "/x", 0, 5, 64 << 20, 10), a = cg(1, "/x", 1, 5, 64 << 20, 11);
     EXPECT_EQ_U(ot_oom_judge(9, &b, &a).killer, OT_KILLER_KERNEL);
+    /* ... unless its peak reached the limit (v1 counts no failcnt when memory+swap is limited too). */
+    a.peak = (64 << 20) - 4096;
+    EXPECT_EQ_U(ot_oom_judge(9, &b, &a).killer, OT_KILLER_CGROUP);
     /* No cgroup at all: /proc/vmstat alone. */
     b = cg(0, "", -1, -1, -1, 3);
     a = cg(0, "", -1, -1, -1, 4);
