@@ -26,7 +26,7 @@ EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
 
 # Unit tests that also run under ThreadSanitizer / AddressSanitizer (core rebuilt with the sanitizer).
 TSAN_TESTS ?= test_table test_sites test_live test_stack
-ASAN_TESTS ?= test_fmt test_options test_table test_sites test_report test_symbolize test_live test_cuda_state test_stack test_asmap test_cgstat test_symbolize_map
+ASAN_TESTS ?= test_fmt test_options test_table test_sites test_report test_symbolize test_live test_cuda_state test_stack test_asmap test_cgstat test_symbolize_map test_recorder
 TSAN_BINS := $(TSAN_TESTS:%=$(B)/tests/tsan/%)
 ASAN_BINS := $(ASAN_TESTS:%=$(B)/tests/asan/%)
 
@@ -75,6 +75,15 @@ $(B)/tests/unit/test_table $(B)/tests/tsan/test_table $(B)/tests/asan/test_table
 $(B)/tests/unit/test_oomkill: TEST_SRCS := launcher/oomkill.c
 $(B)/tests/unit/test_oomkill: TEST_DEFS := -Ilauncher
 $(B)/tests/unit/test_oomkill: launcher/oomkill.c launcher/launcher.h
+
+# test_recorder reads the recorder's files through the launcher's reader, the one the tools use.
+$(B)/tests/unit/test_recorder: TEST_SRCS := launcher/statefile.c
+$(B)/tests/unit/test_recorder: TEST_DEFS := -Ilauncher
+$(B)/tests/unit/test_recorder: launcher/statefile.c launcher/statefile.h
+$(B)/tests/asan/test_recorder: tests/unit/test_recorder.c tests/unit/*.h $(CORE_SRCS) launcher/statefile.c interpose/*.h include/*.h | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DOT_SANITIZER=1 \
+	    -Ilauncher $< launcher/statefile.c $(CORE_SRCS) -o $@ $(LIBS)
 
 # Sanitizer builds compile the core sources straight into the test.
 $(B)/tests/tsan/%: tests/unit/%.c tests/unit/*.h $(CORE_SRCS) interpose/*.h include/*.h | $(B)/.deps

@@ -359,6 +359,7 @@ typedef struct {
     int snapshot_signal;       /* a snapshot report on this signal; 0 = off */
     bool recorder;             /* the flight recorder's state file (recorder.c) */
     uint64_t recorder_bytes;   /* its size bound */
+    uint64_t recorder_min_bytes; /* live host + device bytes before a process gets a state file */
     char state_dir[512];       /* directory template of state files, "" = per-user tmpfs default */
     double pressure;           /* pressure watch threshold, fraction of the tightest limit; 0 = off */
     bool report_at_exit;       /* a final "exit" report at normal exit (exit.c) */
@@ -567,6 +568,15 @@ typedef struct {
 /* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. A refused
  * request (f->refused) gets one line in the log, for the first few and then at powers of two. */
 void ot_report_failure(const ot_failure_t *f);
+/* A pressure report's own section (pressure.c): the limit crossed and the step. */
+typedef struct {
+    const char *limit_name, *usage_name; /* "RLIMIT_AS", "VmSize" ... */
+    int64_t limit, usage;
+    double fraction, step, next_step; /* next_step 0: the last step */
+} ot_pressure_event_t;
+/* Writes an event "pressure" report now, with the stack of the allocation being made (the frames
+ * of the library itself dropped); returns the report number or -1. */
+int ot_report_pressure(const ot_pressure_event_t *p, const char *reason);
 /* Writes a report of the given event ("snapshot", ...) now; returns the report number or -1. */
 int ot_report_event(const char *event, const char *reason);
 unsigned ot_report_failures_total(void);

@@ -23,6 +23,7 @@ void ot_options_defaults(ot_options_t *o)
     o->snapshot_signal = 0;
     o->recorder = true;
     o->recorder_bytes = 1024 * 1024;
+    o->recorder_min_bytes = OT_RECORDER_MIN_BYTES;
     o->pressure = 0.9;
     o->leak_builtin_suppressions = true;
     o->leak_exitcode = 23;
@@ -92,7 +93,7 @@ static bool set_string(char *dst, size_t cap, const char *v, size_t n)
 int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
 {
     static const char keys[] = "valid keys are report, log, stacks, stack_depth, sample_bytes, stack_min_bytes, "
-                               "max_reports, top_sites, cuda, verbose, crash_signals, snapshot_signal, recorder, recorder_bytes, state_dir, pressure, "
+                               "max_reports, top_sites, cuda, verbose, crash_signals, snapshot_signal, recorder, recorder_bytes, recorder_min_bytes, state_dir, pressure, "
                                "report_at_exit, leak_check, leak_exitcode, leak_min_bytes, leak_report_reachable, "
                                "leak_builtin_suppressions, suppressions, junit";
     int errors = 0;
@@ -189,6 +190,13 @@ int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
                 errors++;
             } else {
                 o->recorder_bytes = num;
+            }
+        } else if (key_is(k, kl, "recorder_min_bytes")) {
+            if (!ot_parse_size(v, vl, &num) || num > (1ull << 50)) {
+                bad(err, k, kl, v, vl, "expected a size such as 8M (0: every process)");
+                errors++;
+            } else {
+                o->recorder_min_bytes = num;
             }
         } else if (key_is(k, kl, "state_dir")) {
             if (!set_string(o->state_dir, sizeof o->state_dir, v, vl)) {

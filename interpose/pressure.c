@@ -17,7 +17,7 @@ int64_t ot_pressure_trigger = INT64_MAX;
 
 #define ARM_LEVEL (8ll << 20)       /* live host bytes before the watch reads anything */
 #define LIMITS_EVERY_NS 1000000000ull /* limits reread at most once a second */
-#define READ_EVERY_NS 20000000ull   /* usage reread at most every 20 ms */
+#define READ_EVERY_NS 4000000ull    /* usage reread at most every 4 ms (a coarse clock tick) */
 #define RECHECK_BYTES (64ll << 20)  /* heap growth that forces a new reading even far from a limit */
 #define MIN_STEP_BYTES (256ll << 10)
 
@@ -237,7 +237,9 @@ static void check(int64_t host_level, uint64_t now)
         ot_buf_printf(&b, "), crossing the pressure=%u%% step", (unsigned)(P.steps[step] * 100 + 0.5));
         if (P.next < 3) ot_buf_printf(&b, "; next report at %u%%", (unsigned)(P.steps[P.next] * 100 + 0.5));
         else ot_buf_puts(&b, "; the last pressure report");
-        ot_report_event("pressure", ot_buf_cstr(&b));
+        ot_pressure_event_t ev = {limit_name(P.kind), usage_name(P.kind), P.limit[k], P.usage[k], P.frac,
+                                  P.steps[step], P.next < 3 ? P.steps[P.next] : 0};
+        ot_report_pressure(&ev, ot_buf_cstr(&b));
     }
     int64_t t = P.next < 3 ? ot_pressure_next_trigger(host_level, P.limit, P.usage, P.steps[P.next]) : INT64_MAX;
     __atomic_store_n(&ot_pressure_trigger, t, __ATOMIC_RELAXED);

@@ -24,13 +24,14 @@ uint64_t ot_recorder_large_min = UINT64_MAX;
 enum { RS_OFF = 0, RS_WAITING = 1, RS_LIVE = 2, RS_EXEC = 3, RS_CLOSED = 4 };
 static _Atomic int g_state;
 static int g_lock; /* the writer's try-lock: creation, updates, removal */
+static int64_t g_min_level = OT_RECORDER_MIN_BYTES; /* recorder_min_bytes= */
 
 #define UPDATE_EVERY_NS 100000000ull  /* ~100 ms stale at most while the program allocates */
 #define UPDATE_BYTES (4ll << 20)      /* or 4 MiB of change, whichever comes first */
 #define SAMPLE_EVERY_NS 250000000ull  /* a history sample (statm + cgroup usage) */
-#define SAMPLE_BYTES (16ll << 20)     /* or when the level moved this much since the last sample */
+#define SAMPLE_BYTES (4ll << 20)      /* or sooner (after 25 ms) when the level moved this much */
 #define SITES_EVERY_NS 100000000ull   /* a top-sites scan, further apart if scans are slow */
-#define PROBE_EVERY_NS 5000000000ull  /* the full host memory context (meminfo, status, cgroup) */
+#define PROBE_EVERY_NS 1000000000ull  /* the full host memory context (meminfo, status, cgroup) */
 #define MODCHECK_EVERY_NS 1000000000ull /* has the module map changed (dlpi_adds/subs)? */
 #define FRAME_HEAD 1024u
 #define FILE_HEAD 4096u
@@ -112,6 +113,7 @@ static ot_rec_host_mem_t g_mem;
 static char g_cgroup_path[256];
 static uint64_t g_kind_peak[OT_KIND_COUNT];
 static char g_last_report[256];
+static _Atomic unsigned g_reports; /* reports this process wrote (report.c tells us) */
 
 /* Large allocations and failures: filled by any thread, lock-free. Entry i is complete once its
  * seq reads i + 1 (a later lap's writer may have replaced it: seq > i + 1, skipped). */
@@ -189,8 +191,8 @@ static uint64_t read_start_time(void)
 
 static void fill_identity(ot_rec_file_t *h, pid_t pid, uint64_t start, uint32_t exec_count)
 {
-    __atomic_store_n(&h->seq, 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    /* odd, as a read-modify-write with acquire: none of the stores below can become visible first */
+    (void)__atomic_exchange_n(&h->seq, 1, __ATOMIC_ACQ_REL);
     ot_memcpy(h->magic, OT_REC_MAGIC, 8);
     h->layout_version = OT_REC_LAYOUT_VERSION;
     h->endian_mark = OT_REC_ENDIAN_MARK;
@@ -430,6 +432,11 @@ static void sample(uint64_t rt, uint64_t mono)
     ot_usage_t u;
     ot_usage_read(&u);
     int64_t h = ot_live_approx_level(0), d = ot_live_approx_level(1);
+    /* The process's side of the memory context follows the samples (the rest, once a second). */
+    if (u.vm_size >= 0) g_mem.vm_size = u.vm_size;
+    if (u.rss >= 0) g_mem.vm_rss = u.rss;
+    if (u.vm_size > g_mem.vm_peak) g_mem.vm_peak = u.vm_size;
+    if (u.cgroup_usage >= 0) g_mem.cgroup_usage = u.cgroup_usage;
     ot_rec_sample_t *s = &g_hist[g_hist_head % L.cap[OT_REC_SEC_HISTORY]];
     *s = (ot_rec_sample_t){rt, mono, h > 0 ? (uint64_t)h : 0, d > 0 ? (uint64_t)d : 0, u.rss, u.cgroup_usage};
     g_hist_head++;
@@ -506,8 +513,9 @@ static void write_frame(void)
     uint64_t no = ++g_update_no;
     ot_rec_frame_t *f = frame_at((unsigned)(no & 1));
     uint64_t seq = __atomic_load_n(&f->seq, __ATOMIC_RELAXED);
-    __atomic_store_n(&f->seq, seq + 1, __ATOMIC_RELAXED); /* odd: being written */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    /* Odd: being written. An exchange with acquire, so that no store to the frame below can become
+     * visible before the odd count (a plain store would need a fence). */
+    (void)__atomic_exchange_n(&f->seq, seq + 1, __ATOMIC_ACQ_REL);
 
     f->update_no = no;
     f->update_realtime_ns = clock_ns(CLOCK_REALTIME);
@@ -551,7 +559,7 @@ static void write_frame(void)
     ot_pressure_info(&pi);
     f->pressure = (ot_rec_pressure_t){pi.threshold, pi.limit_kind, pi.steps_reported, pi.limit, pi.usage, pi.next_step};
     f->cgroup_peak = -1;
-    f->reports_written = ot_state.reports_written;
+    f->reports_written = atomic_load_explicit(&g_reports, memory_order_relaxed);
     f->failures_seen = (uint32_t)ot_report_failures_total();
     ot_strlcpy(f->last_report, g_last_report, sizeof f->last_report);
     f->flags = flags;
@@ -569,8 +577,10 @@ static void update(uint64_t now_coarse, bool force)
         g_next_probe_ns = mono + PROBE_EVERY_NS;
     }
     int64_t level = ot_live_approx_level(0) + ot_live_approx_level(1), moved = level - g_sample_level;
-    if (mono >= g_next_sample_ns ||
-        ((moved >= SAMPLE_BYTES || moved <= -SAMPLE_BYTES) && mono - g_last_sample_ns >= SAMPLE_EVERY_NS / 10)) {
+    if (moved < 0) moved = -moved;
+    uint64_t since = mono - g_last_sample_ns;
+    if (mono >= g_next_sample_ns || (moved >= SAMPLE_BYTES && since >= SAMPLE_EVERY_NS / 10) ||
+        (moved >= (256 << 10) && since >= UPDATE_EVERY_NS)) {
         sample(clock_ns(CLOCK_REALTIME), mono);
         g_next_sample_ns = mono + SAMPLE_EVERY_NS;
         g_last_sample_ns = mono;
@@ -708,7 +718,7 @@ void ot_recorder_on_level(int cls, int64_t level)
             return;
         slow(st, now, false);
     } else if (st == RS_WAITING) {
-        if (level + ot_live_approx_level(!cls) < OT_RECORDER_MIN_BYTES) return;
+        if (level + ot_live_approx_level(!cls) < g_min_level) return;
         slow(st, 0, false);
     }
 }
@@ -718,8 +728,7 @@ void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site)
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == RS_OFF) return;
     uint64_t i = atomic_fetch_add_explicit(&g_large_claim, 1, memory_order_relaxed);
     large_stage_t *g = &g_large[i % LARGE_STAGE];
-    atomic_store_explicit(&g->seq, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    (void)atomic_exchange_explicit(&g->seq, 0, memory_order_acq_rel); /* incomplete before any field changes */
     g->rt = clock_ns(CLOCK_REALTIME_COARSE);
     g->mono = clock_ns(CLOCK_MONOTONIC_COARSE);
     g->size = size;
@@ -738,8 +747,7 @@ void ot_recorder_failure(const char *api, uint64_t size, int code, const char *e
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == RS_OFF) return;
     uint64_t i = atomic_fetch_add_explicit(&g_fail_claim, 1, memory_order_relaxed);
     fail_stage_t *g = &g_fail[i % FAIL_STAGE];
-    atomic_store_explicit(&g->seq, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    (void)atomic_exchange_explicit(&g->seq, 0, memory_order_acq_rel); /* incomplete before any field changes */
     g->rt = clock_ns(CLOCK_REALTIME);
     g->mono = clock_ns(CLOCK_MONOTONIC);
     g->size = size;
@@ -749,13 +757,19 @@ void ot_recorder_failure(const char *api, uint64_t size, int code, const char *e
     ot_strlcpy(g->error_name, error_name ? error_name : "", sizeof g->error_name);
     ot_strlcpy(g->report, report_path ? report_path : "", sizeof g->report);
     atomic_store_explicit(&g->seq, i + 1, memory_order_release);
-    if (report_path) ot_recorder_note_report(report_path);
-    ot_recorder_update_now(); /* a failure is worth writing down at once */
+    /* Written down now; a failing loop at most every 10 ms (its later failures with the next update). */
+    static _Atomic uint64_t last_ns;
+    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE), was = atomic_load_explicit(&last_ns, memory_order_relaxed);
+    if (atomic_load(&g_state) == RS_LIVE && (was == 0 || now - was >= 10000000ull)) {
+        atomic_store_explicit(&last_ns, now ? now : 1, memory_order_relaxed);
+        slow(RS_LIVE, now, false);
+    }
 }
 
 void ot_recorder_note_report(const char *path)
 {
-    ot_strlcpy(g_last_report, path ? path : "", sizeof g_last_report);
+    atomic_fetch_add_explicit(&g_reports, 1, memory_order_relaxed);
+    if (path && path[0]) ot_strlcpy(g_last_report, path, sizeof g_last_report);
 }
 
 void ot_recorder_update_now(void)
@@ -825,5 +839,6 @@ void ot_recorder_init(void)
     layout(ot_opt.recorder_bytes);
     uint64_t large = ot_opt.stack_min_bytes > OT_RECORDER_LARGE_BYTES ? ot_opt.stack_min_bytes : OT_RECORDER_LARGE_BYTES;
     ot_recorder_large_min = large;
+    g_min_level = ot_opt.recorder_min_bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ot_opt.recorder_min_bytes;
     atomic_store(&g_state, RS_WAITING);
 }

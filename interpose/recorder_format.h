@@ -205,7 +205,8 @@ typedef struct {
     uint32_t build_id_len;     /* bytes of build_id used, 0 none */
     uint32_t reserved;
     uint8_t build_id[40];      /* NT_GNU_BUILD_ID descriptor */
-    char path[256];            /* the main program's is /proc/self/exe's; "[vdso]" for the vDSO */
+    char path[256];            /* absolute (a relative loader name is joined to the cwd); the main
+                                * program's is /proc/self/exe's; "linux-vdso.so.1" for the vDSO */
 } ot_rec_module_t;             /* 328 bytes */
 
 /* Compile-time checks of the documented sizes and offsets (C11). */
@@ -232,10 +233,11 @@ _Static_assert(sizeof(ot_rec_failure_t) == 368, "ot_rec_failure_t");
 _Static_assert(sizeof(ot_rec_module_t) == 328, "ot_rec_module_t");
 #endif
 
-/* Capacities: the writer fixes sites 64 (up to 32 host, then up to 32 device), failures 32 and
- * modules 512, and gives what recorder_bytes= (default 1 MiB) leaves of a frame to the history
- * (55%) and the large ring (45%): with the default, 3490 samples (one per 250 ms: 14.5 minutes) and
- * 439 large allocations. Frames are page-aligned, the first at file offset 4096; the descriptors
+/* Capacities: the writer fixes sites 64 (up to 32 host, then up to 32 device) and failures 32, gives
+ * the modules up to 512 (2/5 of what is left of a frame), and the rest to the history (55%) and the
+ * large ring (45%). recorder_bytes=1M (the default): a file of 1044480 bytes, 3467 samples (one per
+ * 250 ms when memory is steady: 14 minutes), 436 large allocations, 512 modules; 256K: 532, 67, 94;
+ * 4M: 21489, 2704, 512. Frames are page-aligned, the first at file offset 4096; the descriptors
  * are what a reader goes by, never these numbers. */
 
 #endif

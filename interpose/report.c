@@ -134,6 +134,7 @@ static void emit(void)
         ot_report_write_json(&R, jfd);
         syscall(SYS_close, jfd);
     }
+    ot_recorder_note_report(R.json_path); /* the flight recorder counts it and keeps its path */
 }
 
 /* A request the driver or runtime refused (invalid value, not permitted, ...): not a shortage of
@@ -201,6 +202,7 @@ void ot_report_failure(const ot_failure_t *f)
             note_failure(f, "");
             unlock_report();
         }
+        ot_recorder_failure(f->api, f->size, f->error_code, f->error_name, f->device, NULL);
         errno = saved;
         return;
     }
@@ -227,9 +229,50 @@ void ot_report_failure(const ot_failure_t *f)
     }
     emit();
     note_failure(f, R.json_path);
+    char json[sizeof R.json_path];
+    ot_strlcpy(json, R.json_path, sizeof json);
+    ot_in_hook--;
+    unlock_report();
+    /* Into the flight recorder (after the lock: its update may look at the pressure, which reports). */
+    ot_recorder_failure(f->api, f->size, f->error_code, f->error_name, f->device, json);
+    errno = saved;
+}
+
+/* The stack of the allocation being made, from inside the library: the leading frames that lie in
+ * the library's own module are dropped (all are kept if nothing else is left: a static test). */
+static unsigned caller_stack(uintptr_t *ips, unsigned max)
+{
+    unsigned n = ot_stack_capture_exact(ips, max, 1);
+    ot_symbolize_begin();
+    char own[512];
+    ot_strlcpy(own, ot_report_frame((uintptr_t)&caller_stack + 1)->module, sizeof own);
+    unsigned drop = 0;
+    while (drop < n && own[0] && !ot_strcmp(ot_report_frame(ips[drop])->module, own)) drop++;
+    if (drop == n) return n;
+    for (unsigned i = drop; i < n; i++) ips[i - drop] = ips[i];
+    return n - drop;
+}
+
+int ot_report_pressure(const ot_pressure_event_t *p, const char *reason)
+{
+    int saved = errno;
+    if (!lock_report(true)) {
+        errno = saved;
+        return -1;
+    }
+    ot_in_hook++;
+    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
+    R.depth = caller_stack(R.ips, ot_opt.stack_depth);
+    ot_report_gather(&R, "pressure", NULL, reason);
+    R.pressure = p;
+    R.suppressed_failures = atomic_load(&failures_suppressed);
+    emit();
+    R.pressure = NULL;
+    int n = (int)R.report_no;
     ot_in_hook--;
     unlock_report();
     errno = saved;
+    return n;
 }
 
 int ot_report_event(const char *event, const char *reason)

@@ -57,7 +57,8 @@ typedef struct {
     const char *reason; /* snapshots: why; NULL: none */
     const ot_failure_t *f; /* the failed call; NULL for other events */
     const ot_report_killed_t *killed; /* event "killed"; NULL for other events */
-    uintptr_t ips[OT_MAX_FRAMES]; /* the failing call's stack */
+    const ot_pressure_event_t *pressure; /* event "pressure": the limit and step; NULL otherwise */
+    uintptr_t ips[OT_MAX_FRAMES]; /* the failing call's stack (pressure: the crossing allocation's) */
     unsigned depth;
     ot_report_proc_t proc;
     ot_report_opts_t opt;
@@ -97,6 +98,10 @@ void ot_report_diagnose(const ot_report_t *r, ot_diag_sink_t sink, void *ctx);
 void ot_report_diagnose_killed(const ot_report_t *r, ot_diag_sink_t sink, void *ctx);
 void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r);
 void ot_report_json_killed(ot_buf_t *b, const ot_report_t *r); /* ",\"killed\":{...}" */
+
+/* ---------------------------------------------------------------- report_pressure.c: event "pressure" */
+void ot_report_text_pressure(ot_buf_t *b, const ot_report_t *r);
+void ot_report_json_pressure(ot_buf_t *b, const ot_report_t *r); /* ",\"pressure\":{...}" */
 
 /* ---------------------------------------------------------------- report_text.c, report_json.c */
 void ot_report_write_text(const ot_report_t *r, int fd);

@@ -137,6 +137,7 @@ void ot_report_write_json(const ot_report_t *r, int fd)
     }
     if (r->crash) ot_report_crash_json(r, &b);
     if (r->killed) ot_report_json_killed(&b, r);
+    if (r->pressure) ot_report_json_pressure(&b, r);
     ot_buf_puts(&b, ",\"host_memory\":{");
     json_key_i64(&b, "total", m->mem_total, false);
     json_key_i64(&b, "available", m->mem_available, true);

@@ -150,6 +150,7 @@ void ot_report_write_text(const ot_report_t *r, int fd)
         ot_report_diagnose(r, text_diag_sink, &b);
         ot_report_text_killed(&b, r);
     }
+    if (r->pressure) ot_report_text_pressure(&b, r);
     for (int i = 0; i < r->ndev; i++) {
         const ot_device_info_t *d = &r->devices[i];
         ot_buf_printf(&b, "oomtrace: GPU %d %s%s%s%s%s: ", d->index, d->name, d->pci_bus_id[0] ? " bus " : "",

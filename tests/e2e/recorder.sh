@@ -1,12 +1,14 @@
 #!/bin/bash
 # The flight recorder end to end: a program killed with SIGKILL leaves a state file with its totals,
 # top call site and history; a normal exit, _exit and exec leave none; a small program makes none;
-# fork gives the child its own file; hostile directories are refused.
+# fork gives the child its own file; hostile directories are refused. The files are read the way a
+# user reads them: `oomtrace postmortem` (launcher/statefile.c) and its JSON report.
 . "$(dirname "$0")/lib.sh"
 T=$OT_TMP/rec
 mkdir -p "$T"
 G=$OT_BUILD/targets/rec_grow
-READ="python3 $OT_ROOT/tests/e2e/rec_read.py"
+# pm FILE OUT: the post-mortem JSON report of a state file
+pm() { rm -f "$2"; "$OT_LAUNCHER" postmortem --report="$2" "$1" >"$2.log" 2>&1; [ -s "$2" ]; }
 
 # start NAME OPTS ARGS...: runs rec_grow in the background, waits for its "ready" line; sets PID
 start() {
@@ -30,15 +32,15 @@ if [ -z "$PID" ] || [ -z "$f" ]; then
     fail recorder_killed_leaves_file "no state file for pid ${PID:-?} in $S: $(ls "$S")"
 else
     pass recorder_killed_leaves_file
-    $READ "$f" >"$T/killed.json" 2>"$T/killed.readerr"
-    j() { python3 -c "import json,sys; r=json.load(open('$T/killed.json')); sys.exit(0 if ($1) else 1)"; }
-    check recorder_killed_identity j "r['pid'] == $PID and r['exe'].endswith('/rec_grow') and 'rec_grow 64 1024 hold' in r['cmdline']"
-    check recorder_killed_totals j "r['host']['bytes'] >= 64<<20 and r['host']['peak'] >= r['host']['bytes'] and r['host']['count'] >= 64"
-    check recorder_killed_top_site j "r['sites'][0]['frames'][0] == 'grow_buffers' and r['sites'][0]['live_bytes'] >= 64<<20"
-    check recorder_killed_history j "len(r['history']) >= 2 and max(h['host'] for h in r['history']) >= 60<<20 and r['history'][-1]['rss'] > 60<<20"
-    check recorder_killed_large_ring j "len(r['large']) >= 64 and r['large'][-1]['size'] >= 1<<20 and r['large'][-1]['depth'] > 0"
-    check recorder_killed_modules j "any(m['path'].endswith('/rec_grow') and len(m['build_id']) == 40 for m in r['modules']) and any('liboomtrace' in m['path'] for m in r['modules'])"
     check recorder_file_mode bash -c "[ \"\$(stat -c %a '$f')\" = 600 ] && [ \"\$(stat -c %s '$f')\" -le 1048576 ]"
+    pm "$f" "$T/killed.json" || fail recorder_killed_postmortem "oomtrace postmortem wrote no report on $f"
+    j() { python3 -c "import json,sys; r=json.load(open('$T/killed.json')); k=r['killed']; sys.exit(0 if ($1) else 1)" 2>/dev/null; }
+    check recorder_killed_identity j "r['event'] == 'killed' and r['process']['pid'] == $PID and r['process']['exe'].endswith('/rec_grow') and 'rec_grow 64 1024 hold' in r['process']['cmdline']"
+    check recorder_killed_totals j "r['live']['host']['bytes'] >= 64<<20 and r['live']['host']['peak_bytes'] >= r['live']['host']['bytes'] and r['live']['host']['count'] >= 64"
+    # symbolized after the process is gone, through the file's module map
+    check recorder_killed_top_site j "r['sites'][0]['stack'][0]['function'] == 'grow_buffers' and r['sites'][0]['bytes'] >= 64<<20"
+    check recorder_killed_history j "len(k['history']) >= 3 and k['history'][-1]['live_host'] >= 64<<20 and k['history'][-1]['rss'] > 60<<20"
+    check recorder_killed_large_ring j "len(k['large']) >= 64 and k['large'][-1]['size'] == 1<<20 and k['large'][-1]['stack'][0]['function'] == 'grow_buffers'"
 fi
 check recorder_not_in_cwd bash -c "! ls '$T' | grep -q '\.rec$'"
 
@@ -69,11 +71,50 @@ CPID=$(awk '/^child/{print $2}' "$T/fork.out")
 sleep 0.2
 [ -n "$CPID" ] && kill -9 "$CPID"
 finish
+for _ in $(seq 40); do [ -e "/proc/${CPID:-x}" ] || break; sleep 0.05; done # reaped (by init, its parent gone)
 pf=$(ls "$S"/oomtrace-"$PID"-*.rec 2>/dev/null | head -n1); cf=$(ls "$S"/oomtrace-"${CPID:-x}"-*.rec 2>/dev/null | head -n1)
-if [ -n "$pf" ] && [ -n "$cf" ] && $READ "$cf" | python3 -c "import json,sys; r=json.load(sys.stdin); sys.exit(0 if r['pid']==$CPID and r['ppid']==$PID and r['host']['bytes']>=64<<20 else 1)"; then
+if [ -n "$pf" ] && [ -n "$cf" ] && pm "$cf" "$T/child.json" &&
+    [ "$(json_get "$T/child.json" "r['process']['pid'] == $CPID and r['live']['host']['bytes'] >= 64<<20")" = True ]; then
     pass recorder_fork_child_own_file
 else
-    fail recorder_fork_child_own_file "parent ${PID:-?} child ${CPID:-?}: $(ls "$S")"
+    fail recorder_fork_child_own_file "parent ${PID:-?} child ${CPID:-?}: $(ls "$S"); $(tail -2 "$T/child.json.log" 2>/dev/null)"
+fi
+
+# --- exec by a raw system call (no hook sees it): the new image, same pid and start time, takes
+# the old image's file over rather than leaving it behind
+S=$T/state-rawexec; mkdir -m 700 "$S"
+start rawexec "state_dir=$S" 32 1024 rawexec
+for _ in $(seq 100); do [ "$(grep -c '^ready' "$T/rawexec.out")" = 2 ] && break; sleep 0.05; done
+finish
+if [ "$(grep -c '^ready' "$T/rawexec.out")" = 2 ] && [ "$(files "$S")" = 1 ] && f=$(ls "$S"/oomtrace-"$PID"-*.rec) &&
+    pm "$f" "$T/rawexec.json" && [ "$(json_get "$T/rawexec.json" "r['process']['pid'] == $PID and 'hold' in r['process']['cmdline']")" = True ]; then
+    pass recorder_exec_takes_over
+else
+    fail recorder_exec_takes_over "$(cat "$T/rawexec.out"), left: $(ls "$S")"
+fi
+# --- vfork children (one _exits, one execs) and posix_spawn leave the parent's file alone
+S=$T/state-spawn; mkdir -m 700 "$S"
+start spawn "state_dir=$S" 32 1024 spawn
+for _ in $(seq 100); do grep -q '^spawned' "$T/spawn.out" && break; sleep 0.05; done
+sleep 0.1
+finish
+if grep -q '^spawned' "$T/spawn.out" && [ "$(files "$S")" = 1 ] && f=$(ls "$S"/oomtrace-"$PID"-*.rec) && pm "$f" "$T/spawn.json" &&
+    [ "$(json_get "$T/spawn.json" "r['live']['host']['bytes'] >= 32<<20")" = True ]; then
+    pass recorder_vfork_spawn_safe
+else
+    fail recorder_vfork_spawn_safe "$(cat "$T/spawn.out" "$T/spawn.err"), left: $(ls "$S")"
+fi
+
+# --- an allocation failure reported before the kill: counted in the file, with its report
+S=$T/state-fail; mkdir -m 700 "$S"
+start fail "state_dir=$S" 32 1024 fail
+for _ in $(seq 100); do grep -q '^failed' "$T/fail.out" && break; sleep 0.05; done
+finish
+if f=$(ls "$S"/oomtrace-"${PID:-x}"-*.rec 2>/dev/null) && pm "$f" "$T/fail.json" &&
+    [ "$(json_get "$T/fail.json" "r['killed']['failures_seen'] == 1 and r['killed']['reports_written'] == 1 and r['killed']['last_report'] == '$T/fail.$PID.json'")" = True ]; then
+    pass recorder_failure_noted
+else
+    fail recorder_failure_noted "$(cat "$T/fail.out"); $(json_get "$T/fail.json" "r['killed']" 2>&1 | head -c 300)"
 fi
 
 # --- hostile places

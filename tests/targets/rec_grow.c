@@ -4,10 +4,15 @@
  * hold: sleeps until killed (the test SIGKILLs it); exit / _exit: returns / calls _exit(0);
  * fork: a child that grows by MIB again and holds (its pid on a second "child <pid>" line), the
  * parent holds too; forkexit: a child that _exits at once after growing, the parent exits after
- * it; exec: execs /bin/true (the new image small); slow: one block every 20 ms, then holds. */
+ * it; exec: execs /bin/true (the new image small); rawexec: execs itself with a raw execve system
+ * call (no hook sees it) as "rec_grow MIB BLOCK_KIB hold"; spawn: vfork + _exit, vfork + exec of
+ * /bin/true and posix_spawn of /bin/true, then holds; fail: a malloc that fails (2^60 bytes), then
+ * holds; slow: one block every 20 ms, then holds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +55,30 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "exit")) return 0;
     if (!strcmp(mode, "_exit")) _exit(0);
     if (!strcmp(mode, "exec")) { execl("/bin/true", "true", (char *)NULL); return 5; }
+    if (!strcmp(mode, "rawexec")) {
+        char *args[] = {argv[0], argv[1], argv[2], "hold", NULL};
+        extern char **environ;
+        syscall(SYS_execve, "/proc/self/exe", args, environ);
+        return 5;
+    }
+    if (!strcmp(mode, "fail")) {
+        sink = malloc((size_t)1 << 60);
+        printf("failed %s\n", sink ? "no" : "yes");
+        fflush(stdout);
+    }
+    if (!strcmp(mode, "spawn")) {
+        pid_t c = vfork();
+        if (c == 0) _exit(0);
+        waitpid(c, NULL, 0);
+        c = vfork();
+        if (c == 0) { execl("/bin/true", "true", (char *)NULL); _exit(127); }
+        waitpid(c, NULL, 0);
+        extern char **environ;
+        char *args[] = {"true", NULL};
+        if (posix_spawn(&c, "/bin/true", NULL, NULL, args, environ) == 0) waitpid(c, NULL, 0);
+        printf("spawned\n");
+        fflush(stdout);
+    }
     if (!strcmp(mode, "fork") || !strcmp(mode, "forkexit")) {
         pid_t c = fork();
         if (c == 0) {

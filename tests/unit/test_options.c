@@ -187,6 +187,9 @@ TEST(recorder_and_pressure)
     EXPECT_EQ_U(o.recorder_bytes, 1024 * 1024);
     EXPECT_STR(o.state_dir, "");
     EXPECT(o.pressure == 0.9);
+    EXPECT_EQ_U(o.recorder_min_bytes, 8 << 20);
+    EXPECT_EQ_U(parse("recorder_min_bytes=0", &o, err, sizeof err), 0);
+    EXPECT_EQ_U(o.recorder_min_bytes, 0);
     EXPECT_EQ_U(parse("recorder=0:recorder_bytes=4M:state_dir=/data/ot-%h:pressure=0.95", &o, err, sizeof err), 0);
     EXPECT_STR(err, "");
     EXPECT(!o.recorder);

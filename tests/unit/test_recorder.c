@@ -1,6 +1,6 @@
-/* recorder.c and recorder_read.c: the state file's layout, lazy creation, the alternating frames
- * and their torn-update rule (a torn frame is never read, a hostile file never misread), fork,
- * removal, refused directories; pressure.c's decisions. */
+/* recorder.c: the state file's layout, lazy creation, the alternating frames and their torn-update
+ * rule (a torn frame is never read: checked through the launcher's reader, launcher/statefile.c),
+ * fork, removal, refused directories; pressure.c's decisions. */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 
 #include "harness.h"
 #include "internal.h"
-#include "recorder_read.h"
+#include "statefile.h"
 
 static char dir[256];
 static uint64_t next_key = 1ull << 40;
@@ -35,12 +35,35 @@ static uint64_t my_start_time(void)
     return strtoull(p, NULL, 10);
 }
 
-static int load(const char *path, ot_rec_view_t *v, long *len)
+static ot_sf_t sf;
+static char why[200];
+
+/* The file's bytes into filebuf; its length, or -1. */
+static long slurp(const char *path)
 {
-    char why[128];
-    *len = ot_rec_load(path, filebuf, sizeof filebuf, why, sizeof why);
-    if (*len < 0) return OT_REC_BAD;
-    return ot_rec_parse(filebuf, (size_t)*len, v, why, sizeof why);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW);
+    if (fd < 0) return -1;
+    long n = read(fd, filebuf, sizeof filebuf);
+    close(fd);
+    return n;
+}
+
+/* Parses filebuf[0, len) into sf (freed first). */
+static bool parse(long len)
+{
+    ot_sf_free(&sf);
+    return len > 0 && ot_sf_parse(filebuf, (size_t)len, &sf, why, sizeof why);
+}
+
+static bool load(const char *path, long *len)
+{
+    *len = slurp(path);
+    return parse(*len);
+}
+
+static const ot_rec_frame_t *frame_in_buf(unsigned i)
+{
+    return (const void *)(filebuf + ((const ot_rec_file_t *)(const void *)filebuf)->frame_offset[i]);
 }
 
 static unsigned files_in(const char *d)
@@ -106,150 +129,131 @@ TEST(file_past_threshold)
     EXPECT(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
     EXPECT(st.st_size <= (1 << 20));
     ot_recorder_update_now();
-    ot_rec_view_t v;
     long len;
-    ASSERT(load(path, &v, &len) == OT_REC_OK);
-    EXPECT_EQ_U(v.file->pid, getpid());
-    EXPECT_EQ_U(v.file->start_time, my_start_time());
-    EXPECT_STR(v.file->exe, ot_state.exe);
-    EXPECT(v.frame->host.bytes >= (24u << 20));
-    EXPECT(v.frame->host.peak_bytes >= v.frame->host.bytes);
-    EXPECT_EQ_U(v.frame->kind[OT_KIND_HOST].bytes, v.frame->host.bytes);
+    ASSERT(load(path, &len));
+    EXPECT_EQ_U(sf.id.pid, getpid());
+    EXPECT_EQ_U(sf.id.start_time, my_start_time());
+    EXPECT_STR(sf.id.exe, ot_state.exe);
+    EXPECT(sf.fr.host.bytes >= (24u << 20));
+    EXPECT(sf.fr.host.peak_bytes >= sf.fr.host.bytes);
+    EXPECT_EQ_U(sf.fr.kind[OT_KIND_HOST].bytes, sf.fr.host.bytes);
     /* The top site is grow()'s, with a stack. */
-    const ot_rec_site_t *s = ot_rec_entry(&v, OT_REC_SEC_SITES, 0);
-    ASSERT(s);
+    ASSERT(sf.n_sites >= 1);
+    const ot_rec_site_t *s = &sf.sites[0];
     EXPECT(s->live_bytes >= (20u << 20));
     EXPECT(s->depth > 0 && s->ips[0] != 0);
-    EXPECT(!ot_rec_entry(&v, OT_REC_SEC_SITES, v.frame->n_sites));
     /* Every block was >= 1 MiB: all in the large ring, with the site's stack. */
-    EXPECT(v.frame->large_head >= 24);
-    const ot_rec_large_t *l = ot_rec_entry(&v, OT_REC_SEC_LARGE, v.frame->large_head - 1);
-    ASSERT(l);
+    EXPECT(sf.fr.large_head >= 24);
+    ASSERT(sf.n_large >= 24);
+    const ot_rec_large_t *l = &sf.large[sf.n_large - 1];
     EXPECT_EQ_U(l->size, 1 << 20);
     EXPECT(l->site_id != 0 && l->depth > 0 && l->ips[0] == s->ips[0]);
-    EXPECT(v.frame->history_head >= 1);
-    const ot_rec_sample_t *h = ot_rec_entry(&v, OT_REC_SEC_HISTORY, v.frame->history_head - 1);
-    EXPECT(h && h->live_host >= (8u << 20) && h->rss > 0);
+    ASSERT(sf.n_hist >= 1);
+    const ot_rec_sample_t *h = &sf.hist[sf.n_hist - 1];
+    EXPECT(h->live_host >= (8u << 20) && h->rss > 0);
     /* The module map holds the test binary, with its build-id, and the address of grow(). */
     bool found = false;
-    for (uint32_t i = 0; i < v.frame->n_modules; i++) {
-        const ot_rec_module_t *m = ot_rec_entry(&v, OT_REC_SEC_MODULES, i);
-        if (m && (uintptr_t)grow >= m->start && (uintptr_t)grow < m->end) {
+    for (unsigned i = 0; i < sf.n_mods; i++) {
+        const ot_rec_module_t *m = &sf.mods[i];
+        if ((uintptr_t)grow >= m->start && (uintptr_t)grow < m->end)
             found = !strcmp(m->path, ot_state.exe) && m->build_id_len == 20;
-        }
     }
     EXPECT(found);
-    EXPECT(v.frame->mem.mem_total > 0);
+    EXPECT(sf.fr.mem.mem_total > 0 && sf.fr.mem.vm_rss > 0); /* the records are fake: no RSS to speak of */
 }
 
 TEST(updates_alternate_frames)
 {
     const char *path = ot_recorder_path();
     ASSERT(path[0]);
-    ot_rec_view_t v;
     long len;
     ot_recorder_update_now();
-    ASSERT(load(path, &v, &len) == OT_REC_OK);
-    uint64_t no = v.frame->update_no;
-    unsigned fi = v.frame_index;
+    ASSERT(load(path, &len));
+    uint64_t no = sf.fr.update_no;
+    unsigned fi = sf.frame;
     ot_recorder_update_now();
-    ASSERT(load(path, &v, &len) == OT_REC_OK);
-    EXPECT_EQ_U(v.frame->update_no, no + 1);
-    EXPECT(v.frame_index != fi);
-    EXPECT_EQ_U(v.frame_index, (no + 1) & 1);
+    ASSERT(load(path, &len));
+    EXPECT_EQ_U(sf.fr.update_no, no + 1);
+    EXPECT(sf.frame != fi);
+    EXPECT_EQ_U(sf.frame, (no + 1) & 1);
+    EXPECT(!sf.other_torn);
     /* Both frames are complete: each counter even. */
-    for (int i = 0; i < 2; i++) {
-        const ot_rec_frame_t *f = (const void *)(filebuf + v.file->frame_offset[i]);
-        EXPECT(f->seq && !(f->seq & 1));
-    }
+    for (unsigned i = 0; i < 2; i++) EXPECT(frame_in_buf(i)->seq && !(frame_in_buf(i)->seq & 1));
 }
 
 TEST(torn_update_detected)
 {
     const char *path = ot_recorder_path();
     ASSERT(path[0]);
-    ot_rec_view_t v;
     long len;
-    char why[128];
-    ASSERT(load(path, &v, &len) == OT_REC_OK);
-    uint64_t no = v.frame->update_no;
-    unsigned fi = v.frame_index;
-    ot_rec_frame_t *newest = (void *)(filebuf + v.file->frame_offset[fi]);
-    ot_rec_frame_t *older = (void *)(filebuf + v.file->frame_offset[!fi]);
+    ASSERT(load(path, &len));
+    uint64_t no = sf.fr.update_no;
+    unsigned fi = sf.frame;
+    ot_rec_frame_t *newest = (void *)(uintptr_t)frame_in_buf(fi), *older = (void *)(uintptr_t)frame_in_buf(!fi);
     /* A writer killed inside the newest frame: the older one is the state. */
     newest->seq |= 1;
     memset((char *)newest + 64, 0xff, 512); /* half-written garbage */
-    ASSERT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_OK);
-    EXPECT_EQ_U(v.frame_index, !fi);
-    EXPECT_EQ_U(v.frame->update_no, no - 1);
+    ASSERT(parse(len));
+    EXPECT_EQ_U(sf.frame, !fi);
+    EXPECT_EQ_U(sf.fr.update_no, no - 1);
+    EXPECT(sf.other_torn);
     /* Both torn: nothing is read. */
     older->seq |= 1;
-    EXPECT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_TORN);
+    EXPECT(!parse(len));
     EXPECT_CONTAINS(why, "torn");
-    EXPECT(v.frame == NULL);
-    ASSERT(load(path, &v, &len) == OT_REC_OK);
-    ot_rec_file_t *f = (void *)filebuf;
-    f->seq = 3;
-    EXPECT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_TORN);
+    EXPECT_EQ_U(sf.n_sites, 0);
+    /* The identity block torn (the writer was creating the file). */
+    ASSERT(load(path, &len));
+    ((ot_rec_file_t *)(void *)filebuf)->seq = 3;
+    EXPECT(!parse(len));
 }
 
 TEST(hostile_file_never_misread)
 {
     const char *path = ot_recorder_path();
     ASSERT(path[0]);
-    ot_rec_view_t v;
     long len;
-    char why[128];
-    ASSERT(load(path, &v, &len) == OT_REC_OK);
+    ASSERT(load(path, &len));
     static uint8_t good[8 << 20];
     memcpy(good, filebuf, (size_t)len);
-    EXPECT(ot_rec_parse(filebuf, (size_t)len - 1, &v, why, sizeof why) == OT_REC_BAD);
-    EXPECT(ot_rec_parse(filebuf, 100, &v, why, sizeof why) == OT_REC_BAD);
+    EXPECT(!parse(len - 1));
+    EXPECT(!parse(100));
     EXPECT_CONTAINS(why, "truncated");
     ot_rec_file_t *f = (void *)filebuf;
     f->magic[0] = 'X';
-    EXPECT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_BAD);
+    EXPECT(!parse(len));
     memcpy(filebuf, good, (size_t)len);
     f->sections[OT_REC_SEC_HISTORY].capacity = 0xffffff;
-    EXPECT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_BAD);
+    EXPECT(!parse(len));
     memcpy(filebuf, good, (size_t)len);
     f->frame_offset[1] = (uint64_t)len - 8;
-    EXPECT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_BAD);
+    EXPECT(!parse(len));
     memcpy(filebuf, good, (size_t)len);
-    ASSERT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_OK);
-    ((ot_rec_frame_t *)(void *)(filebuf + f->frame_offset[v.frame_index]))->n_sites = 1000000;
-    EXPECT(ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why) == OT_REC_BAD);
-    /* Random damage to the header and frame heads: parse never faults, and whatever it accepts
-     * hands out only entries inside the buffer. */
+    ASSERT(parse(len));
+    ((ot_rec_frame_t *)(void *)(uintptr_t)frame_in_buf(sf.frame))->n_sites = 1000000;
+    EXPECT(!parse(len) || sf.n_sites <= f->sections[OT_REC_SEC_SITES].capacity);
+    /* Random damage to the header and frame heads: the reader never faults (ASan and the fuzzer
+     * check that more closely), and never hands out more entries than the sections hold. */
+    const ot_rec_file_t *g = (const void *)good;
     uint64_t r = 88172645463325252ull;
     unsigned ok = 0, bad = 0;
-    for (int it = 0; it < 3000; it++) {
+    for (int it = 0; it < 2000; it++) {
         memcpy(filebuf, good, 2048);
-        for (int i = 0; i < 2; i++) memcpy(filebuf + f->frame_offset[i], good + ((ot_rec_file_t *)(void *)good)->frame_offset[i], 1024);
-        f = (void *)filebuf;
-        uint64_t fo0 = ((ot_rec_file_t *)(void *)good)->frame_offset[0], fo1 = ((ot_rec_file_t *)(void *)good)->frame_offset[1];
+        for (int i = 0; i < 2; i++) memcpy(filebuf + g->frame_offset[i], good + g->frame_offset[i], 1024);
         for (int k = 0; k < 4; k++) {
             r ^= r << 13, r ^= r >> 7, r ^= r << 17;
             unsigned where = (unsigned)(r % 3), at = (unsigned)((r >> 8) % (where ? 1024 : 2048));
-            uint8_t val = (uint8_t)(r >> 40);
             if (where == 0 && at < 8) continue; /* magic: covered above */
-            (where == 0 ? filebuf : filebuf + (where == 1 ? fo0 : fo1))[at] = val;
+            (where == 0 ? filebuf : filebuf + g->frame_offset[where - 1])[at] = (uint8_t)(r >> 40);
         }
-        int rc = ot_rec_parse(filebuf, (size_t)len, &v, why, sizeof why);
-        if (rc != OT_REC_OK) {
+        if (!parse(len)) {
             bad++;
             continue;
         }
         ok++;
-        for (int sec = 0; sec < 5; sec++) {
-            uint64_t first = sec == 0 || sec == 4 ? 0 : ot_rec_ring_first(&v, sec);
-            for (uint64_t i = first; i < first + 4; i++) {
-                const uint8_t *e = ot_rec_entry(&v, sec, i);
-                if (e && (e < filebuf || e + v.sec[sec].entry_size > filebuf + len)) {
-                    EXPECT(!"entry outside the buffer");
-                    return;
-                }
-            }
+        if (sf.n_sites > g->sections[OT_REC_SEC_SITES].capacity || sf.n_mods > g->sections[OT_REC_SEC_MODULES].capacity) {
+            EXPECT(!"more entries than the section holds");
+            return;
         }
     }
     EXPECT(ok > 0 && bad > 0);
@@ -262,11 +266,10 @@ TEST(fork_child_own_file)
     ASSERT(ppath[0]);
     char parent_path[700];
     ot_strlcpy(parent_path, ppath, sizeof parent_path);
-    ot_rec_view_t v;
     long len;
     ot_recorder_update_now();
-    ASSERT(load(parent_path, &v, &len) == OT_REC_OK);
-    uint64_t parent_no = v.frame->update_no;
+    ASSERT(load(parent_path, &len));
+    uint64_t parent_no = sf.fr.update_no;
     int fds[2];
     ASSERT(pipe(fds) == 0);
     pid_t c = fork();
@@ -281,7 +284,7 @@ TEST(fork_child_own_file)
         ot_recorder_update_now();
         int code = 0;
         if (!cp[0] || !strcmp(cp, parent_path)) code = 1;
-        else if (load(cp, &v, &len) != OT_REC_OK || v.file->pid != getpid()) code = 2;
+        else if (!load(cp, &len) || sf.id.pid != getpid()) code = 2;
         ot_recorder_close();
         if (access(cp, F_OK) == 0) code = 3;
         _exit(code);
@@ -298,9 +301,9 @@ TEST(fork_child_own_file)
     EXPECT_CONTAINS(child_path, want);
     EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     /* The parent's file is untouched by the child. */
-    ASSERT(load(parent_path, &v, &len) == OT_REC_OK);
-    EXPECT_EQ_U(v.file->pid, getpid());
-    EXPECT_EQ_U(v.frame->update_no, parent_no);
+    ASSERT(load(parent_path, &len));
+    EXPECT_EQ_U(sf.id.pid, getpid());
+    EXPECT_EQ_U(sf.fr.update_no, parent_no);
 }
 
 /* A child with state_dir= set up by `prepare`; returns its exit code: 0 refused and nothing
