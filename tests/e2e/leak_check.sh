@@ -139,6 +139,12 @@ else
     skip leak_same_file_works_with_lsan "liblsan0 not installed"
 fi
 
+# Built-in suppressions: a finished thread's DTV, which glibc keeps with its cached stack.
+leak leak_builtin_suppression thread_joined _dl_allocate_tls suppressed
+check leak_builtin_suppression_exit_0 test "$RC" -eq 0
+d=$(newdir leak_builtin_off); OOMTRACE_OPTIONS_EXTRA="leak_check=1:leak_builtin_suppressions=0" run_preloaded "$d" "$T" thread_joined
+check leak_builtin_suppressions_off test "$RC" -eq 23
+
 # Device blocks against the CUDA doubles: lost when no program memory holds the address.
 DBL=$OT_BUILD/doubles
 if [ -x "$OT_BUILD/cuda_targets/leak_dev" ] && [ -e "$DBL/libcuda.so.1" ]; then
