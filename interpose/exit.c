@@ -15,8 +15,9 @@ static void at_exit(int status, void *arg)
     if (__atomic_exchange_n(&ran, 1, __ATOMIC_ACQ_REL)) return;
     ot_in_hook++;
     /* The program's buffered output goes out first: nothing it wrote may be lost when the check
-     * ends the process with _exit. */
-    fflush(NULL);
+     * ends the process with _exit. Only then: fflush locks each stream, which exit's own final
+     * flush does not (a thread stuck writing to a full pipe would hold its stream's lock). */
+    if (ot_opt.leak_check) fflush(NULL);
     if (ot_opt.report_at_exit) ot_report_event("exit", status ? "exit with a failure status" : "normal exit");
     bool leaked = false;
     if (ot_opt.leak_check) {

@@ -406,15 +406,15 @@ static unsigned nlive_tp;
 
 static bool is_cached_stack(const vma_t *v)
 {
+    /* A live thread's descriptor outside its stack (the main thread's, which ld.so allocated with
+     * its static TLS): a root like any thread's TLS, whatever else shares its mapping (without
+     * named mappings the kernel merges neighbours, oomtrace's own among them). */
+    for (unsigned i = 0; i < nlive_tp; i++)
+        if (live_tp[i] >= v->lo && live_tp[i] < v->hi) return false;
     uintptr_t from = v->hi - 16384 > v->lo ? v->hi - 16384 : v->lo;
     for (uintptr_t a = (from + 63) & ~(uintptr_t)63; a + 24 <= v->hi; a += 64) {
         const uintptr_t *w = (const uintptr_t *)a;
-        if (w[0] != a || w[2] != a) continue;
-        /* A live thread's descriptor outside its stack (the main thread's, which ld.so allocated
-         * with its static TLS): a root like any thread's TLS. */
-        for (unsigned i = 0; i < nlive_tp; i++)
-            if (live_tp[i] == a) return false;
-        return true;
+        if (w[0] == a && w[2] == a) return true;
     }
     return false;
 }
@@ -519,7 +519,6 @@ static void scan_program_maps(bool unknown_stacks)
         const vma_t *v = &S.vma[i];
         if (!v->r || !v->w || !v->priv || v->handled) continue;
         if (v->type != VMA_ANON && v->type != VMA_STACK) continue;
-        if (v->lo < own_base_hi && v->hi > own_base_lo) continue;
         if (is_arena(v)) continue;
         if (!unknown_stacks && is_cached_stack(v)) continue;
         uintptr_t lo = v->lo;
@@ -611,6 +610,9 @@ bool ot_leak_scan(ot_leak_scan_t *out)
     bool complete;
     S.nown = ot_mmap_own_ranges(S.own_lo, S.own_hi, MAX_OWN, &complete);
     if (!complete) note("some of oomtrace's own mappings were not registered");
+    /* liboomtrace's image, its bss included: left out of any mapping the kernel merged it into
+     * (the main thread's descriptor, which ld.so allocates next to the libraries, may share one). */
+    if (own_base_hi > own_base_lo && S.nown < MAX_OWN) S.own_lo[S.nown] = own_base_lo, S.own_hi[S.nown++] = own_base_hi;
     sort_own();
     ot_live_walk(collect_fn, NULL);
     if (S.dropped) note("blocks allocated during the check were left out");

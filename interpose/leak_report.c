@@ -307,8 +307,9 @@ static void write_text(int fd, const ot_leak_scan_t *sc, const totals_t *t, bool
     ot_buf_printf(&b, "oomtrace: ==== pid %d (%s) leak check at exit [", (int)ot_state.pid, ot_state.exe);
     ot_report_put_time_utc(&b, time(NULL));
     ot_buf_puts(&b, "]\n");
-    ot_buf_printf(&b, "oomtrace: %zu live blocks; %u other threads (%u stopped with registers, %u without); "
-                      "roots scanned: modules ", sc->n, sc->threads, sc->threads_with_regs, sc->threads_without_regs);
+    ot_buf_printf(&b, "oomtrace: %zu live blocks; %u other threads (%u stopped with registers by signal %d, %u without); "
+                      "roots scanned: modules ", sc->n, sc->threads, sc->threads_with_regs, ot_world_signal(),
+                  sc->threads_without_regs);
     ot_buf_bytes(&b, sc->roots_modules);
     ot_buf_puts(&b, ", stacks ");
     ot_buf_bytes(&b, sc->roots_stacks);

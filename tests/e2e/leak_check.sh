@@ -112,6 +112,18 @@ else
     skip leak_under_strace "strace not installed (scripts/deps.sh installs it)"
 fi
 
+# Under gdb (ptrace too): the stop signal is passed on (gdb stops on it unless told not to).
+if command -v gdb >/dev/null 2>&1; then
+    d=$(newdir leak_gdb)
+    (cd "$d" && timeout 120 gdb -nx -batch -ex "handle SIG63 SIG62 SIG61 nostop noprint pass" -ex run --args \
+        env LD_PRELOAD=$OT_LIB OOMTRACE_OPTIONS="leak_check=1:log=$d/log.txt:report=$d/oomtrace.%p.%n.json" \
+        "$T" many >"$d/out.txt" 2>&1)
+    check leak_under_gdb_status grep -q "exited with code 027" "$d/out.txt"
+    check_report leak_under_gdb_found "$d" test "$(state "$d" mk_lost)" = lost
+else
+    skip leak_under_gdb "gdb not installed"
+fi
+
 # Suppressions: an LSan file, used unchanged by both.
 supp=$OT_TMP/lsan.supp
 printf '# LSan suppressions\n\n  leak:mk_l*st  \nleak:^no_such_function$\nleak:libno_such_module.so\n' >"$supp"
@@ -126,6 +138,12 @@ if [ -n "$LSAN" ]; then
 else
     skip leak_same_file_works_with_lsan "liblsan0 not installed"
 fi
+
+# Built-in suppressions: a finished thread's DTV, which glibc keeps with its cached stack.
+leak leak_builtin_suppression thread_joined _dl_allocate_tls suppressed
+check leak_builtin_suppression_exit_0 test "$RC" -eq 0
+d=$(newdir leak_builtin_off); OOMTRACE_OPTIONS_EXTRA="leak_check=1:leak_builtin_suppressions=0" run_preloaded "$d" "$T" thread_joined
+check leak_builtin_suppressions_off test "$RC" -eq 23
 
 # Device blocks against the CUDA doubles: lost when no program memory holds the address.
 DBL=$OT_BUILD/doubles
