@@ -57,6 +57,11 @@
  * made alone takes up to eight chunks at once, and one that would still move few keys keeps the CAS
  * way (migrate_chunks).
  *
+ * Size. A migration sizes its target for the live count at FILL_PCT, or for the floor where one is
+ * in force (a live count that came back soon after a shrink: migration_size), and takes a retired
+ * table of about that size where one is kept (SPARES), so a count that swings costs neither a
+ * chain of migrations per swing nor an mmap and munmap per migration.
+ *
  * Reclamation. A thread announces the epoch it entered with in its own word (a seq_cst store; its
  * cost hides behind the CAS every operation does anyway); a retired table is unmapped once every
  * announced epoch is newer than its retirement. Nobody ever waits for that: the table stays in limbo
