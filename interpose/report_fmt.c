@@ -1,0 +1,86 @@
+/* Pieces every report writer shares: frames and stacks (symbolized), times and sizes. No malloc:
+ * the frame is static, so one report at a time (the caller's lock). */
+#include "report_internal.h"
+
+static ot_frame_t frame_tmp;
+
+const ot_frame_t *ot_report_frame(uintptr_t ret_addr)
+{
+    ot_symbolize(ret_addr > 0 ? ret_addr - 1 : ret_addr, &frame_tmp);
+    return &frame_tmp;
+}
+
+void ot_report_put_where(ot_buf_t *b, const ot_frame_t *fr)
+{
+    ot_buf_puts(b, fr->function[0] ? fr->function : "??");
+    if (fr->module && fr->module[0]) ot_buf_printf(b, " (%s+0x%lx)", fr->module, (unsigned long)fr->offset);
+}
+
+void ot_report_text_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth)
+{
+    if (depth == 0) ot_buf_puts(b, "oomtrace:     (no stack recorded)\n");
+    for (unsigned i = 0; i < depth; i++) {
+        const ot_frame_t *fr = ot_report_frame(ips[i]);
+        ot_buf_printf(b, "oomtrace:     #%u %p in ", i, (void *)ips[i]);
+        ot_report_put_where(b, fr);
+        if (fr->file[0]) ot_buf_printf(b, " %s:%d", fr->file, fr->line);
+        ot_buf_putc(b, '\n');
+    }
+}
+
+void ot_report_json_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth)
+{
+    ot_buf_putc(b, '[');
+    for (unsigned i = 0; i < depth; i++) {
+        const ot_frame_t *fr = ot_report_frame(ips[i]);
+        ot_buf_puts(b, i ? ",{\"ip\":" : "{\"ip\":");
+        ot_buf_putc(b, '"');
+        ot_buf_hex(b, ips[i]);
+        ot_buf_puts(b, "\",\"function\":");
+        ot_buf_json_str(b, fr->function[0] ? fr->function : NULL);
+        ot_buf_puts(b, ",\"module\":");
+        ot_buf_json_str(b, fr->module && fr->module[0] ? fr->module : NULL);
+        ot_buf_puts(b, ",\"offset\":\"");
+        ot_buf_hex(b, fr->offset);
+        ot_buf_puts(b, "\",\"file\":");
+        ot_buf_json_str(b, fr->file[0] ? fr->file : NULL);
+        ot_buf_puts(b, ",\"line\":");
+        if (fr->line > 0) ot_buf_i64(b, fr->line);
+        else ot_buf_puts(b, "null");
+        ot_buf_putc(b, '}');
+    }
+    ot_buf_putc(b, ']');
+}
+
+void ot_report_put_time_utc(ot_buf_t *b, time_t t)
+{
+    /* civil-from-days (H. Hinnant); gmtime_r is avoided because it may take the tz lock. */
+    int64_t days = t / 86400, secs = t % 86400;
+    if (secs < 0) secs += 86400, days--;
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+    if (m <= 2) y++;
+    ot_buf_printf(b, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", (long long)y, (long long)m, (long long)d,
+                  (long long)(secs / 3600), (long long)(secs / 60 % 60), (long long)(secs % 60));
+}
+
+void ot_report_put_bytes_or(ot_buf_t *b, int64_t v, const char *unknown)
+{
+    if (v < 0) ot_buf_puts(b, unknown);
+    else ot_buf_bytes(b, (uint64_t)v);
+}
+
+void ot_report_put_pct(ot_buf_t *b, uint64_t part, uint64_t whole)
+{
+    if (!whole) return;
+    ot_buf_printf(b, " (%llu%%)", (unsigned long long)(part * 100 / whole));
+}
+
+const char *ot_report_stacks_name(ot_stacks_mode_t m)
+{
+    return m == OT_STACKS_ALL ? "all" : m == OT_STACKS_NONE ? "none" : "sampled";
+}

@@ -1,0 +1,82 @@
+/* The report's data and the interfaces between the report files: report_gather.c fills an
+ * ot_report_t from the live process; report_diag.c, report_text.c and report_json.c read only that
+ * struct (and the symbolizer), so that a tool outside the process (the launcher's post-mortem) can
+ * fill one from a state file and write the same report. Nothing here may call malloc. */
+#ifndef OOMTRACE_REPORT_INTERNAL_H
+#define OOMTRACE_REPORT_INTERNAL_H
+
+#include <time.h>
+
+#include "internal.h"
+
+#define OT_REPORT_MAX_DEVICES 16
+#define OT_REPORT_MAX_SITES 1000 /* top_sites' largest value */
+
+/* Process identity as the report shows it (the live process's ot_state, or a state file's). */
+typedef struct {
+    int pid;
+    const char *exe, *cmdline, *host, *rank; /* rank: NULL when none */
+} ot_report_proc_t;
+
+/* The options a report prints. */
+typedef struct {
+    ot_stacks_mode_t stacks;
+    uint64_t sample_bytes, stack_min_bytes;
+    unsigned stack_depth, max_reports;
+    unsigned top_sites; /* sites listed per kind (the arrays may hold more: the diagnosis reads the first) */
+} ot_report_opts_t;
+
+typedef struct {
+    const char *event;  /* "alloc_failure", "snapshot", ... */
+    const char *reason; /* snapshots: why; NULL: none */
+    const ot_failure_t *f; /* the failed call; NULL for other events */
+    uintptr_t ips[OT_MAX_FRAMES]; /* the failing call's stack */
+    unsigned depth;
+    ot_report_proc_t proc;
+    ot_report_opts_t opt;
+    ot_host_mem_t mem;
+    ot_totals_t host, device, by_kind[OT_KIND_COUNT];
+    ot_device_info_t devices[OT_REPORT_MAX_DEVICES];
+    int ndev;
+    int focus; /* index into devices[] of the failing device, or -1 */
+    /* The top call sites by live bytes, host and device apart (ips point to memory that outlives
+     * the report: the call-site table, or the post-mortem's copy of a state file). */
+    ot_site_info_t host_sites[OT_REPORT_MAX_SITES], device_sites[OT_REPORT_MAX_SITES];
+    unsigned n_host_sites, n_device_sites;
+    unsigned report_no;
+    unsigned suppressed_failures;
+    char json_path[600]; /* where the JSON report went, "" for none */
+    long tid;
+    time_t when;
+} ot_report_t;
+
+/* ---------------------------------------------------------------- report_gather.c */
+/* Fills r from the live process (everything but report_no and json_path). */
+void ot_report_gather(ot_report_t *r, const char *event, const ot_failure_t *f, const char *reason);
+
+/* ---------------------------------------------------------------- report_diag.c */
+typedef void (*ot_diag_sink_t)(void *ctx, const char *line);
+/* Hands each diagnosis line to sink, most important first. */
+void ot_report_diagnose(const ot_report_t *r, ot_diag_sink_t sink, void *ctx);
+
+/* ---------------------------------------------------------------- report_text.c, report_json.c */
+void ot_report_write_text(const ot_report_t *r, int fd);
+void ot_report_write_json(const ot_report_t *r, int fd);
+
+/* ---------------------------------------------------------------- report_fmt.c
+ * Pieces the writers share. Not thread-safe: one report at a time (report.c's lock, or the
+ * launcher, which writes one at a time). */
+/* Symbolizes a stack entry, a return address (looked up at ip - 1, so that the frame is named after
+ * the call and `addr2line -e module offset` prints the line of the call); the result is valid until
+ * the next call. */
+const ot_frame_t *ot_report_frame(uintptr_t ret_addr);
+/* "function (module+0xoffset)" of a frame. */
+void ot_report_put_where(ot_buf_t *b, const ot_frame_t *fr);
+void ot_report_text_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth);
+void ot_report_json_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth);
+void ot_report_put_time_utc(ot_buf_t *b, time_t t);
+void ot_report_put_bytes_or(ot_buf_t *b, int64_t v, const char *unknown); /* v < 0: unknown */
+void ot_report_put_pct(ot_buf_t *b, uint64_t part, uint64_t whole);       /* " (N%)" */
+const char *ot_report_stacks_name(ot_stacks_mode_t m);
+
+#endif
