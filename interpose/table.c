@@ -57,6 +57,11 @@
  * made alone takes up to eight chunks at once, and one that would still move few keys keeps the CAS
  * way (migrate_chunks).
  *
+ * Size. A migration sizes its target for the live count at FILL_PCT, or for the floor where one is
+ * in force (a live count that came back soon after a shrink: migration_size), and takes a retired
+ * table of about that size where one is kept (SPARES), so a count that swings costs neither a
+ * chain of migrations per swing nor an mmap and munmap per migration.
+ *
  * Reclamation. A thread announces the epoch it entered with in its own word (a seq_cst store; its
  * cost hides behind the CAS every operation does anyway); a retired table is unmapped once every
  * announced epoch is newer than its retirement. Nobody ever waits for that: the table stays in limbo
@@ -209,7 +214,7 @@ static gen_t *g_limbo;
 static uint64_t g_pending; /* retired, not yet unmapped */
 /* Reclaimed tables kept for the next table of their size: any up to SPARE_MAX, and up to
  * SPARE_SAME_MAX one of the root's size, which the next migration to drop tombstones maps again. */
-#define SPARES 2
+#define SPARES 4
 static gen_t *g_spare[SPARES];
 #define SPARE_MAX (256u * 1024u)
 #define SPARE_SAME_MAX (4u << 20)
@@ -416,10 +421,22 @@ static void gen_free(gen_t *g, bool keep)
             gen_t *exp = NULL;
             if (__atomic_compare_exchange_n(&g_spare[i], &exp, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
         }
-        /* All kept: the newest replaces one in turn (a size a growth left behind is not met again). */
-        static unsigned turn;
-        g = __atomic_exchange_n(&g_spare[__atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) % SPARES], g, __ATOMIC_ACQ_REL);
-        if (!g) return;
+        /* All kept: the newest replaces one of another size (a size a growth or a shrink left
+         * behind, not met again), else the last one of its own. Each is swapped out before its
+         * size is read. */
+        uint64_t want = g->map_bytes;
+        for (int i = 0; i < SPARES && g; i++) {
+            gen_t *old = __atomic_exchange_n(&g_spare[i], g, __ATOMIC_ACQ_REL);
+            if (old && !near_size(old->map_bytes, want)) {
+                unmap(old, old->map_bytes);
+                old = NULL;
+            }
+            g = old;
+        }
+        if (!g) {
+            errno = saved;
+            return;
+        }
     }
     unmap(g, g->map_bytes);
     errno = saved;

@@ -231,6 +231,13 @@ declare -A ARGS PROG SINGLE WREPS ENVS NOTE
 PROG[small_churn]=$BB/small_churn;             ARGS[small_churn]=$(q 10000000 4000000);    SINGLE[small_churn]=1
 PROG[thread_churn]=$BB/small_churn;            ARGS[thread_churn]=$(q "10000000 16" "4000000 16"); SINGLE[thread_churn]=0
 PROG[producer_consumer]=$BB/producer_consumer; ARGS[producer_consumer]=$(q "4 2000000" "4 600000"); SINGLE[producer_consumer]=0
+# Threads that hand their blocks on and come and go (a server whose short-lived threads pass their
+# live set to a successor), and a producer/consumer whose consumers free bursts of small blocks (a
+# live count that swings): 2 and 8 threads each, 8 on 2 CPUs oversubscribed on purpose.
+PROG[handoff_2]=$BB/handoff_server;            ARGS[handoff_2]=$(q "2 500 10000 4000" "2 150 10000 4000"); SINGLE[handoff_2]=0
+PROG[handoff_8]=$BB/handoff_server;            ARGS[handoff_8]=$(q "8 125 10000 4000" "8 40 10000 4000"); SINGLE[handoff_8]=0
+PROG[bursty_pc_2]=$BB/bursty_pc;               ARGS[bursty_pc_2]=$(q "2 5000000" "2 1500000"); SINGLE[bursty_pc_2]=0
+PROG[bursty_pc_8]=$BB/bursty_pc;               ARGS[bursty_pc_8]=$(q "8 1250000" "8 400000"); SINGLE[bursty_pc_8]=0
 PROG[deep_large]=$BB/deep_large;               ARGS[deep_large]=$(q 200000 100000);        SINGLE[deep_large]=1
 PROG[realloc_growth]=$BB/realloc_growth;       ARGS[realloc_growth]=$(q 5000000 2000000);  SINGLE[realloc_growth]=1
 PROG[live_10m]=$BB/live_10m;                   ARGS[live_10m]=10000000;                     SINGLE[live_10m]=1
@@ -278,7 +285,9 @@ EXTRA_VARIANTS[live_10m]="ideal_table ideal_live_safe"
 EXTRA_VARIANTS[live_10m_mt]="ideal_live_safe"
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
-    for w in producer_consumer deep_large realloc_growth startup; do EXTRA_VARIANTS[$w]="lsan"; done
+    for w in producer_consumer handoff_2 handoff_8 bursty_pc_2 bursty_pc_8 deep_large realloc_growth startup; do
+        EXTRA_VARIANTS[$w]="lsan"
+    done
 fi
 variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 # A floor variant's preload (tests/bench/ref).
@@ -400,6 +409,27 @@ for w in $ALL_WORKLOADS; do
     done
 done
 
+# ---------------------------------------------------------------- system calls
+# The mmap and munmap calls of one run of each thread workload, without the preload and under
+# oomtrace (default): the table's own calls show up as the difference (strace -f -c).
+SYSCALLS=$RUN/syscalls.tsv
+: >"$SYSCALLS"
+if command -v strace >/dev/null 2>&1; then
+    for w in handoff_2 handoff_8 bursty_pc_2 bursty_pc_8; do
+        selected "$w" || continue
+        for v in none default; do
+            pre=()
+            [ $v = default ] && pre=(env LD_PRELOAD="$LIB")
+            # shellcheck disable=SC2086
+            "${pre[@]}" strace -f -c -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} >/dev/null 2>&1
+            printf '%s\t%s\t%s\t%s\n' "$w" "$v" "$(awk '$NF == "mmap" { print $4 }' "$RUN/strace.txt")" \
+                "$(awk '$NF == "munmap" { print $4 }' "$RUN/strace.txt")" >>"$SYSCALLS"
+        done
+    done
+else
+    say "strace is not installed (apt-get install strace): no mmap/munmap counts"
+fi
+
 # ---------------------------------------------------------------- instruction counts
 # Marginal instructions per operation: each program is counted at N and 2N operations and the
 # difference divided by N, so start-up (ld.so, oomtrace's init) cancels out.
@@ -516,8 +546,8 @@ META=$RUN/meta.txt
 } >"$META"
 # Raw data of the last run, so the report can be regenerated (python3 scripts/bench_report.py
 # --results build/bench/last-results.tsv --commands build/bench/last-commands.tsv ...).
-for f in results commands skips icount; do cp "$RUN/$f.tsv" "$BB/last-$f.tsv"; done
+for f in results commands skips icount syscalls; do cp "$RUN/$f.tsv" "$BB/last-$f.tsv"; done
 cp "$META" "$BB/last-meta.txt"
 "$GEN_PY" scripts/bench_report.py --results "$RES" --commands "$CMDS" --skips "$SKIPS" --icount "$ICOUNT" \
-    --meta "$META" --out "$out" || { say "bench_report.py failed; raw results kept in $BB/last-results.tsv"; exit 1; }
+    --syscalls "$SYSCALLS" --meta "$META" --out "$out" || { say "bench_report.py failed; raw results kept in $BB/last-results.tsv"; exit 1; }
 say "wrote $out ($((t_end - t_start)) s)"

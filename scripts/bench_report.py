@@ -25,6 +25,11 @@ WORKLOAD_DESC = {
     "small_churn": "malloc-saturated single thread: 8..512 B blocks through a 256-slot ring",
     "thread_churn": "small_churn on 16 threads at once, each with its own ring (many allocating threads)",
     "producer_consumer": "4 threads in a ring, each frees the blocks the previous one allocated",
+    "handoff_2": "2 lanes of short-lived threads (10 000 replacements each), each handed its lane's 4 000 "
+                 "blocks of 8..1000 B by the thread before it, 500 threads per lane",
+    "handoff_8": "handoff_2 with 8 lanes at once (125 threads per lane): 8 threads on 2 CPUs",
+    "bursty_pc_2": "1 producer allocates bursts of 256..16 384 small blocks, 1 consumer frees each burst at once",
+    "bursty_pc_8": "bursty_pc_2 with 4 producer/consumer pairs: 8 threads on 2 CPUs",
     "deep_large": "64 KiB..1 MiB blocks requested 28..32 frames deep (full stack each, by default)",
     "realloc_growth": "64 buffers growing by 1..64 B per realloc up to 8..16 KiB",
     "live_10m": "10 million 16..32 B blocks allocated, held, freed",
@@ -39,6 +44,9 @@ WORKLOAD_DESC = {
     "cuda_path": "cudaMalloc+cudaFree pairs through the CUDA runtime/driver test doubles",
 }
 ORDER = list(WORKLOAD_DESC)
+# The mmap/munmap target: oomtrace may add this many calls of each to a run of a thread workload
+# (its table's few migrations that find no spare, each new thread's records and walk cache, libunwind).
+SYSCALL_SLACK = 64
 
 
 def read_tsv(path):
@@ -147,6 +155,7 @@ def main():
     ap.add_argument("--commands")
     ap.add_argument("--skips")
     ap.add_argument("--icount")
+    ap.add_argument("--syscalls")
     ap.add_argument("--meta", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -156,6 +165,8 @@ def main():
     commands = {(r[0], r[1]): r[2] for r in read_tsv(a.commands) if len(r) >= 3}
     skips = {r[0]: r[1] for r in read_tsv(a.skips) if len(r) >= 2}
     icount = read_tsv(a.icount)
+    # workload, variant -> (mmap calls, munmap calls) of one run under strace -f -c
+    syscalls = {(r[0], r[1]): (fnum(r[2]), fnum(r[3])) for r in read_tsv(a.syscalls) if len(r) >= 4}
 
     def whole_count(w, v):
         """Instructions of a whole run (icount rows with N 0), nan if not counted."""
@@ -352,6 +363,23 @@ def main():
                     "criterion used here: wall ≤ 2×)",
                     f"{wall_cpu('producer_consumer', 'default')}; single thread (small_churn): {fmt_ratio(rs)}",
                     status(None if r != r else r <= 2.0)))
+    # Threads that hand their blocks on, come and go, or swing their live set (issue 32).
+    for w in ("handoff_2", "handoff_8", "bursty_pc_2", "bursty_pc_8"):
+        if not ok_runs(w, "none"):
+            continue
+        rd, ra = ratio(w, "default"), ratio(w, "all")
+        targets.append((f"no collapse when threads hand blocks on, come and go or swing their live set ({w}): "
+                        "default ≤ 2×, stacks=all ≤ 3×",
+                        f"default {wall_cpu(w, 'default')}; stacks=all {wall_cpu(w, 'all')}",
+                        status(None if rd != rd or ra != ra else rd <= 2.0 and ra <= 3.0)))
+        if (w, "none") in syscalls and (w, "default") in syscalls:
+            (pm, pu), (om, ou) = syscalls[(w, "none")], syscalls[(w, "default")]
+            ok = None if any(x != x for x in (pm, pu, om, ou)) else om - pm <= SYSCALL_SLACK and ou - pu <= SYSCALL_SLACK
+            targets.append((f"mmap/munmap within a small constant of the program's own ({w}, one run under "
+                            f"strace -f -c: oomtrace's calls at most {SYSCALL_SLACK} more of each)",
+                            f"program alone {pm:.0f} mmap, {pu:.0f} munmap; under oomtrace {om:.0f} mmap, "
+                            f"{ou:.0f} munmap (the table's, the threads' records and walk caches, libunwind's)",
+                            status(ok)))
     r = ratio("small_churn", "all")
     peer = ""
     if ok_runs("small_churn", "lsan"):
@@ -685,6 +713,10 @@ def main():
     ops_rate("small_churn", "M malloc+free per second (whole run)")
     ops_rate("thread_churn", "M malloc+free per second, all 16 threads (whole run)")
     ops_rate("producer_consumer", "M blocks passed per second, all threads (whole run)")
+    ops_rate("handoff_2", "M replacements (free + malloc) per second, all threads (whole run)")
+    ops_rate("handoff_8", "M replacements (free + malloc) per second, all threads (whole run)")
+    ops_rate("bursty_pc_2", "M blocks passed per second, all pairs (whole run)")
+    ops_rate("bursty_pc_8", "M blocks passed per second, all pairs (whole run)")
     ops_rate("realloc_growth", "M reallocs per second (whole run)")
     ops_rate("deep_large", "M large mallocs per second (whole run)")
     mrow("live_10m", "VmRSS with all blocks live (MiB)", "rss_hold_kib", lambda x: f"{x:.0f}", 1 / 1024)

@@ -716,5 +716,100 @@ TEST(churn_never_enters_a_long_lived_phase)
     EXPECT_EQ_U(b.count, a.count);
 }
 
+/* ------------------------------------------------------------------ thread handoff churn
+ * Short-lived threads, two at a time, each handed its lane's live set by the thread before it: it
+ * frees a third of the set (blocks that an exited thread recorded, in its nursery or the table),
+ * records replacements and exits. 10,000 threads: every free finds its record, the totals are
+ * exact, and the memory the records take (nurseries, walk caches, table) stays bounded, because an
+ * exited thread's block and nursery go to the next thread. */
+#ifdef OT_SANITIZER
+#define HANDOFF_THREADS 1000
+#else
+#define HANDOFF_THREADS 10000
+#endif
+#define HANDOFF_LIVE 3000
+typedef struct {
+    uint64_t keys[HANDOFF_LIVE];
+    uint64_t seq, rng;
+} lane_t;
+static lane_t handoff_lane[2];
+static _Atomic long handoff_misses;
+
+static void *handoff_worker(void *arg)
+{
+    lane_t *l = arg;
+    for (int i = 0; i < HANDOFF_LIVE / 3; i++) {
+        l->rng ^= l->rng << 13, l->rng ^= l->rng >> 7, l->rng ^= l->rng << 17;
+        uint64_t *k = &l->keys[l->rng % HANDOFF_LIVE];
+        if (!ot_live_forget(*k, NULL, NULL)) atomic_fetch_add(&handoff_misses, 1);
+        /* Addresses come back (an allocator reuses them) or are new, as in a real heap. */
+        *k = (l->rng & 1) ? *k : ((uint64_t)(12 + (l - handoff_lane)) << 36) | (++l->seq << 5);
+        ot_live_record(*k, 8 + (l->rng >> 8) % 1000, OT_KIND_HOST, -1);
+    }
+    return NULL;
+}
+
+static uint64_t rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0, rss = 0;
+    if (f && fscanf(f, "%lu %lu", &pages, &rss) != 2) rss = 0;
+    if (f) fclose(f);
+    return (uint64_t)rss * 4;
+}
+
+TEST(thread_handoff_churn)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    for (int n = 0; n < 2; n++) {
+        lane_t *l = &handoff_lane[n];
+        l->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(n + 1);
+        for (int i = 0; i < HANDOFF_LIVE; i++) {
+            l->keys[i] = ((uint64_t)(12 + n) << 36) | (++l->seq << 5);
+            ot_live_record(l->keys[i], 100, OT_KIND_HOST, -1);
+        }
+    }
+    uint64_t rss0 = 0, rss1 = 0;
+    uint32_t nurs0 = 0;
+    ot_table_stats_t st0 = {0}, st1;
+    for (int t = 0; t < HANDOFF_THREADS; t += 2) {
+        pthread_t th[2];
+        for (int n = 0; n < 2; n++) ASSERT(pthread_create(&th[n], NULL, handoff_worker, &handoff_lane[n]) == 0);
+        for (int n = 0; n < 2; n++) pthread_join(th[n], NULL);
+        if (t == HANDOFF_THREADS / 10) { /* once the first threads' memory is there to reuse */
+            rss0 = rss_kib();
+            nurs0 = atomic_load(&ot_n_nurseries);
+            ot_table_stats(&st0);
+        }
+    }
+    rss1 = rss_kib();
+    ot_table_stats(&st1);
+    totals(&b);
+    uint32_t nurs1 = atomic_load(&ot_n_nurseries);
+    printf("  %d threads: %ld misses; %u nurseries (%u at a tenth); RSS %lu KiB -> %lu KiB; table %lu KiB, "
+           "%lu mmap and %lu munmap in the last nine tenths\n",
+           HANDOFF_THREADS, atomic_load(&handoff_misses), nurs1, nurs0, (unsigned long)rss0, (unsigned long)rss1,
+           (unsigned long)(st1.mapped_bytes >> 10), (unsigned long)(st1.maps - st0.maps),
+           (unsigned long)(st1.unmaps - st0.unmaps));
+    EXPECT_EQ_U(atomic_load(&handoff_misses), 0);
+    EXPECT_EQ_U(b.count - a.count, 2 * HANDOFF_LIVE);
+    EXPECT_EQ_U(nurs1, nurs0); /* exited threads' nurseries were all reused */
+#ifndef OT_SANITIZER
+    EXPECT(rss1 < rss0 + 8 * 1024); /* (ThreadSanitizer keeps memory of every thread it saw) */
+#endif
+    EXPECT(st1.mapped_bytes < 4u << 20);
+    EXPECT(st1.maps - st0.maps <= 16);
+    /* Every record is still found, with its size counted. */
+    for (int n = 0; n < 2; n++)
+        for (int i = 0; i < HANDOFF_LIVE; i++)
+            if (!ot_live_forget(handoff_lane[n].keys[i], NULL, NULL)) atomic_fetch_add(&handoff_misses, 1);
+    EXPECT_EQ_U(atomic_load(&handoff_misses), 0);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+}
+
 TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
-          records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find)
+          records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find, thread_handoff_churn)

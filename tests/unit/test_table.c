@@ -1084,7 +1084,8 @@ TEST(swinging_live_count_maps_bounded)
     EXPECT(st1.floor > 0);
     /* Before the floor and the spares: a shrink and two or three growths per swing, an mmap and a
      * munmap each (870 of each here); now one now and then, where a migration's size falls outside
-     * what both spares can serve (13 to 41 in 290 swings, with the other thread's timing). */
+     * what the spares can serve, or they are all still waiting to be reclaimed (3 to 8 in 290
+     * swings, with the other thread's timing; 13 to 41 with two spares). */
     EXPECT(st1.maps - mid.maps <= SWING_CYCLES / 4);
     EXPECT(st1.unmaps - mid.unmaps <= SWING_CYCLES / 4);
     /* The count stays low past the floor's hold: the table shrinks. */
