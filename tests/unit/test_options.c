@@ -178,37 +178,3 @@ TEST(recorder_and_pressure)
 }
 
 TEST_MAIN(defaults, valid_items, bad_items_named_and_defaults_kept, templates, signal_options, recorder_and_pressure, leak_items)
-TEST(recorder_and_pressure)
-{
-    ot_options_t o;
-    char err[1024];
-    ot_options_defaults(&o);
-    EXPECT(o.recorder);
-    EXPECT_EQ_U(o.recorder_bytes, 1024 * 1024);
-    EXPECT_STR(o.state_dir, "");
-    EXPECT(o.pressure == 0.9);
-    EXPECT_EQ_U(o.recorder_min_bytes, 8 << 20);
-    EXPECT_EQ_U(parse("recorder_min_bytes=0", &o, err, sizeof err), 0);
-    EXPECT_EQ_U(o.recorder_min_bytes, 0);
-    EXPECT_EQ_U(parse("recorder=0:recorder_bytes=4M:state_dir=/data/ot-%h:pressure=0.95", &o, err, sizeof err), 0);
-    EXPECT_STR(err, "");
-    EXPECT(!o.recorder);
-    EXPECT_EQ_U(o.recorder_bytes, 4 << 20);
-    EXPECT_STR(o.state_dir, "/data/ot-%h");
-    EXPECT(o.pressure > 0.9499 && o.pressure < 0.9501);
-    EXPECT_EQ_U(parse("pressure=0", &o, err, sizeof err), 0);
-    EXPECT(o.pressure == 0);
-    EXPECT_EQ_U(parse("pressure=.5", &o, err, sizeof err), 0);
-    EXPECT(o.pressure == 0.5);
-    int n = parse("pressure=1.2:pressure=0.1:pressure=9x:recorder_bytes=1K:recorder=maybe:state_dir=", &o, err, sizeof err);
-    EXPECT_EQ_U(n, 6);
-    EXPECT_CONTAINS(err, "'pressure=1.2'");
-    EXPECT_CONTAINS(err, "'pressure=0.1'");
-    EXPECT_CONTAINS(err, "'pressure=9x'");
-    EXPECT_CONTAINS(err, "'recorder_bytes=1K'");
-    EXPECT_CONTAINS(err, "expected a size from 256K to 64M");
-    EXPECT_CONTAINS(err, "'recorder=maybe'");
-    EXPECT_CONTAINS(err, "'state_dir='");
-    EXPECT(o.pressure == 0.9 && o.recorder && o.recorder_bytes == 1024 * 1024); /* defaults kept */
-}
-
