@@ -64,6 +64,8 @@ static struct {
     uint64_t heap_max; /* glibc's HEAP_MAX_SIZE: 64 MiB on 64-bit, 1 MiB on 32-bit */
     bool cuda;
     uint64_t own;
+    const uintptr_t *own_lo, *own_hi;
+    unsigned n_own;
     char anon_name[64];
 } P;
 
@@ -176,11 +178,52 @@ static void pend_flush(ot_asmap_t *as)
     anon_alone(as, &P.pend);
 }
 
+/* Bytes of [s, e) inside oomtrace's own registered mappings. */
+static uint64_t own_overlap(uint64_t s, uint64_t e)
+{
+    unsigned lo = 0, hi = P.n_own;
+    while (lo < hi) { /* the first range ending after s */
+        unsigned mid = (lo + hi) / 2;
+        if (P.own_hi[mid] <= s) lo = mid + 1;
+        else hi = mid;
+    }
+    uint64_t sum = 0;
+    for (unsigned i = lo; i < P.n_own && P.own_lo[i] < e; i++) {
+        uint64_t a = P.own_lo[i] > s ? P.own_lo[i] : s, b = P.own_hi[i] < e ? P.own_hi[i] : e;
+        if (b > a) sum += b - a;
+    }
+    return sum;
+}
+
+static void classify_rest(ot_asmap_t *as, const map_t *m);
+
 static void classify(ot_asmap_t *as, const map_t *m)
 {
     uint64_t sz = m->end - m->start;
     as->total += sz;
     as->mappings++;
+    if (m->anon && P.n_own) {
+        uint64_t ov = own_overlap(m->start, m->end);
+        if (ov) {
+            as->cat[OT_AS_OOMTRACE].bytes += ov;
+            as->cat[OT_AS_OOMTRACE].count++;
+            if (ov >= sz) {
+                pend_flush(as);
+                return;
+            }
+            /* merged by the kernel with a neighbour of the program's: the rest as a smaller one */
+            map_t r = *m;
+            r.end = r.start + (sz - ov);
+            classify_rest(as, &r);
+            return;
+        }
+    }
+    classify_rest(as, m);
+}
+
+static void classify_rest(ot_asmap_t *as, const map_t *m)
+{
+    uint64_t sz = m->end - m->start;
     if (m->anon) {
         if (P.have_pend) {
             const map_t *q = &P.pend;
@@ -309,7 +352,10 @@ void ot_asmap_begin(ot_asmap_t *as, const ot_asmap_params_t *prm)
     as->rss = as->rss_anon = as->rss_file = as->rss_shmem = as->swap = -1;
     P.heap_max = as->pointer_bits == 32 ? (1ull << 20) : (64ull << 20);
     P.cuda = prm->cuda_active;
-    P.own = prm->own_bytes;
+    P.own = prm->own_lo ? 0 : prm->own_bytes;
+    P.own_lo = prm->own_lo;
+    P.own_hi = prm->own_hi;
+    P.n_own = prm->own_lo ? prm->n_own : 0;
 }
 
 void ot_asmap_feed(ot_asmap_t *as, const char *text, size_t n)
@@ -486,6 +532,21 @@ void ot_asmap_rollup(ot_asmap_t *as, const char *text)
     as->swap = rollup_field(text, "Swap");
 }
 
+#define OWN_MAX 8192
+static uintptr_t own_lo[OWN_MAX], own_hi[OWN_MAX];
+
+/* Shell sort by start (no malloc; a few thousand ranges). */
+static void sort_ranges(uintptr_t *lo, uintptr_t *hi, unsigned n)
+{
+    for (unsigned gap = n / 2; gap > 0; gap /= 2)
+        for (unsigned i = gap; i < n; i++) {
+            uintptr_t l = lo[i], h = hi[i];
+            unsigned j = i;
+            for (; j >= gap && lo[j - gap] > l; j -= gap) lo[j] = lo[j - gap], hi[j] = hi[j - gap];
+            lo[j] = l, hi[j] = h;
+        }
+}
+
 bool ot_asmap_read_self(ot_asmap_t *as, uint64_t requested, bool cuda_active, bool want_rss)
 {
     ot_table_stats_t ts;
@@ -494,6 +555,14 @@ bool ot_asmap_read_self(ot_asmap_t *as, uint64_t requested, bool cuda_active, bo
                              .cuda_active = cuda_active,
                              .own_bytes = ot_mmap_bytes() + ts.mapped_bytes,
                              .limit = -1};
+    bool complete = false;
+    unsigned n_own = ot_mmap_own_ranges(own_lo, own_hi, OWN_MAX, &complete);
+    if (complete) { /* by address; else (a registry that overflowed) by the total, as before */
+        sort_ranges(own_lo, own_hi, n_own);
+        prm.own_lo = own_lo;
+        prm.own_hi = own_hi;
+        prm.n_own = n_own;
+    }
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) prm.limit = (int64_t)rl.rlim_cur;
     ot_asmap_begin(as, &prm);

@@ -461,8 +461,12 @@ typedef struct {
 typedef struct {
     int pointer_bits;    /* 0: this process's */
     bool cuda_active;
-    uint64_t own_bytes;  /* oomtrace's anonymous mappings */
+    uint64_t own_bytes;  /* oomtrace's anonymous mappings (used where own_lo is NULL) */
     int64_t limit;
+    /* oomtrace's own mappings as ranges [own_lo[i], own_hi[i]), sorted by start (mmap_alloc.c's
+     * registry): an anonymous mapping is counted as oomtrace's by address, not by a total. */
+    const uintptr_t *own_lo, *own_hi;
+    unsigned n_own;
 } ot_asmap_params_t;
 void ot_asmap_begin(ot_asmap_t *as, const ot_asmap_params_t *p);
 void ot_asmap_feed(ot_asmap_t *as, const char *text, size_t n); /* lines may be split anywhere */
