@@ -63,5 +63,7 @@ void ot_pm_note_forwarded(int sig);
 
 /* /proc/PID/stat field 22 (start time in clock ticks since boot); 0 if the process is gone. */
 unsigned long long ot_proc_start_time(pid_t pid);
+/* Start time and state letter of /proc/PID/stat (0 and state 0: no such process). */
+unsigned long long ot_proc_stat(pid_t pid, char *state);
 
 #endif

@@ -279,7 +279,6 @@ bool ot_sf_read(const char *path, ot_sf_t *out, char *err, size_t errcap)
     return ok;
 }
 
-static unsigned long long proc_stat(pid_t pid, char *state);
 
 bool ot_sf_process_alive(const ot_sf_t *s)
 {
@@ -295,7 +294,7 @@ bool ot_sf_process_alive(const ot_sf_t *s)
     /* A file from an earlier boot names no live process, whatever runs under its pid now. */
     if (boot[0] && s->id.boot_id[0] && strcmp(boot, s->id.boot_id)) return false;
     char state;
-    unsigned long long st = proc_stat(s->id.pid, &state);
+    unsigned long long st = ot_proc_stat(s->id.pid, &state);
     /* A zombie is dead: it will not write again (its parent has not reaped it yet). */
     return st != 0 && st == s->id.start_time && state != 'Z' && state != 'X';
 }
@@ -303,11 +302,10 @@ bool ot_sf_process_alive(const ot_sf_t *s)
 unsigned long long ot_proc_start_time(pid_t pid)
 {
     char st;
-    return proc_stat(pid, &st);
+    return ot_proc_stat(pid, &st);
 }
 
-/* Start time and state letter of /proc/PID/stat (0: no such process). */
-static unsigned long long proc_stat(pid_t pid, char *state)
+unsigned long long ot_proc_stat(pid_t pid, char *state)
 {
     *state = 0;
     char path[64], buf[1024];

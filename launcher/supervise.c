@@ -36,16 +36,9 @@ static bool from_terminal_to_group(int sig)
 /* The child's state letter from /proc/PID/stat ('T' stopped), or 0. */
 static char child_state(void)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)child);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    char *rp = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return rp && rp[1] == ' ' ? rp[2] : 0;
+    char st;
+    ot_proc_stat(child, &st);
+    return st;
 }
 
 static bool child_in_our_group(void)
