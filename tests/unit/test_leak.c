@@ -39,8 +39,18 @@ static void *record(size_t n)
     return p;
 }
 
+/* Wipes the stack below the caller: the dead frames of malloc and record() hold stale copies. */
+static __attribute__((noinline)) void scrub_stack(void)
+{
+    volatile char pad[64 * 1024];
+    for (size_t i = 0; i < sizeof pad; i++) pad[i] = 0; /* volatile stores: not elided */
+}
+
 /* Made on a thread that has exited when the scan runs: the stale copies its dead frames keep are
- * in glibc's cache of thread stacks, which the scan leaves out. */
+ * in glibc's cache of thread stacks, which the scan leaves out where it recognises one. Where the
+ * kernel merged that stack with a neighbour above it, it does not (a stale copy then makes the
+ * block reachable: the scan errs toward no false leak), so this test wipes its dead frames and
+ * tests the marking, not that heuristic: 1 run in 300 failed here without the wipe. */
 static void *make_blocks(void *arg)
 {
     (void)arg;
@@ -49,6 +59,7 @@ static void *make_blocks(void *arg)
     ((char *)g_kept)[0] = 1;
     lost = NULL;
     (void)lost;
+    scrub_stack();
     return NULL;
 }
 
