@@ -100,7 +100,6 @@ void *ot_mmap(size_t bytes);                 /* zeroed, NULL on failure */
 void ot_munmap(void *p, size_t bytes);
 /* Bump allocator over mmap'd chunks for small permanent objects (per-thread state, strings). */
 void *ot_perm_alloc(size_t bytes);
-uint64_t ot_mmap_bytes(void); /* what ot_mmap holds now (asmap.c counts it as oomtrace's own) */
 /* The library's own mappings, for the leak check to leave alone (table.c maps its own and registers
  * them here). ot_mmap_own_ranges copies up to max [lo, hi) ranges; *complete: all of them fitted. */
 void ot_mmap_register(void *p, size_t bytes);
@@ -461,10 +460,9 @@ typedef struct {
 typedef struct {
     int pointer_bits;    /* 0: this process's */
     bool cuda_active;
-    uint64_t own_bytes;  /* oomtrace's anonymous mappings (used where own_lo is NULL) */
     int64_t limit;
     /* oomtrace's own mappings as ranges [own_lo[i], own_hi[i]), sorted by start (mmap_alloc.c's
-     * registry): an anonymous mapping is counted as oomtrace's by address, not by a total. */
+     * registry): what of an anonymous mapping lies in them is oomtrace's. */
     const uintptr_t *own_lo, *own_hi;
     unsigned n_own;
 } ot_asmap_params_t;
@@ -583,6 +581,11 @@ typedef struct {
 int ot_report_pressure(const ot_pressure_event_t *p, const char *reason);
 /* Writes a report of the given event ("snapshot", ...) now; returns the report number or -1. */
 int ot_report_event(const char *event, const char *reason);
+/* The report= and log= places for a writer of its own (the leak check): this process's log fd
+ * (report.c keeps it open: never close it), and a new file from a path template numbered from the
+ * same counter as every report (its number in *no); -1 where none could be made. */
+int ot_report_log_fd(void);
+int ot_report_open_file(const char *tmpl, char *final, size_t cap, unsigned *no);
 unsigned ot_report_failures_total(void);
 void ot_report_exit_summary(void); /* one line to the log if failures were suppressed */
 /* After fork, in the child: a report that another thread was writing is abandoned. */

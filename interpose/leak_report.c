@@ -2,9 +2,8 @@
  * LSan-format and built-in suppressions, writes text (log=), JSON (report=, event "leak_check") and
  * JUnit XML (junit=). Runs at exit only, after the other threads were let go: static buffers and
  * ot_mmap'd memory, raw writes; no malloc, no stdio.
- * Stacks and times through report_fmt.c's writers (one symbolizer). TODO(lead): the log file is
- * opened here (report.c's get_log_fd is static), and the section could become a block of
- * report_text.c / report_json.c guarded by an ot_report_t field, as the split intends. */
+ * Stacks and times through report_fmt.c's writers (one symbolizer); the log and the files are
+ * report.c's (ot_report_log_fd, ot_report_open_file). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -256,25 +255,6 @@ static void classify(totals_t *t)
 
 /* ---------------------------------------------------------------- output */
 
-static int open_out(const char *tmpl, bool append_existing, char *path, size_t cap)
-{
-    if (!ot_expand_template(tmpl, 0, path, cap)) return -1;
-    int fd = -1;
-    if (append_existing) /* this process's log, which report.c may have created already */
-        fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    return fd;
-}
-
-static int log_fd(void)
-{
-    if (!ot_strcmp(ot_opt.log, "stderr")) return 2;
-    if (!ot_strcmp(ot_opt.log, "none")) return -1;
-    char path[600];
-    int fd = open_out(ot_opt.log, true, path, sizeof path);
-    return fd < 0 ? 2 : fd;
-}
-
 static void text_stack(ot_buf_t *b, uint32_t site)
 {
     ot_site_info_t si;
@@ -388,11 +368,13 @@ static void json_sum(ot_buf_t *b, const char *k, const sum_t *s, bool comma)
     ot_buf_putc(b, '}');
 }
 
-static void write_json(int fd, const ot_leak_scan_t *sc, const totals_t *t, bool failed, int status)
+static void write_json(int fd, unsigned no, const ot_leak_scan_t *sc, const totals_t *t, bool failed, int status)
 {
     ot_buf_t b;
     ot_buf_init(&b, out_mem, sizeof out_mem, fd);
-    ot_buf_puts(&b, "{\"schema_version\":1,\"tool\":\"oomtrace " OT_VERSION "\",\"event\":\"leak_check\",\"report_number\":0,\"time\":\"");
+    ot_buf_puts(&b, "{\"schema_version\":1,\"tool\":\"oomtrace " OT_VERSION "\",\"event\":\"leak_check\",\"report_number\":");
+    ot_buf_u64(&b, no);
+    ot_buf_puts(&b, ",\"time\":\"");
     ot_report_put_time_utc(&b, time(NULL));
     ot_buf_printf(&b, "\",\"process\":{\"pid\":%d,\"exe\":", (int)ot_state.pid);
     ot_buf_json_str(&b, ot_state.exe);
@@ -574,18 +556,16 @@ bool ot_leak_check_run(void)
     totals_t t;
     classify(&t);
     bool failed = t.lost[0].count + t.lost[1].count > 0;
-    int fd = log_fd();
-    if (fd >= 0) {
-        write_text(fd, &sc, &t, failed, g_status);
-        if (fd > 2) syscall(SYS_close, fd);
-    }
-    char path[600];
-    if (ot_opt.report[0] && (fd = open_out(ot_opt.report, false, path, sizeof path)) >= 0) {
-        write_json(fd, &sc, &t, failed, g_status);
+    int fd = ot_report_log_fd();
+    if (fd >= 0) write_text(fd, &sc, &t, failed, g_status);
+    char path[620];
+    unsigned no = 0;
+    if (ot_opt.report[0] && (fd = ot_report_open_file(ot_opt.report, path, sizeof path, &no)) >= 0) {
+        write_json(fd, no, &sc, &t, failed, g_status);
         syscall(SYS_close, fd);
     }
     if (ot_opt.junit[0]) {
-        if ((fd = open_out(ot_opt.junit, false, path, sizeof path)) >= 0) {
+        if ((fd = ot_report_open_file(ot_opt.junit, path, sizeof path, NULL)) >= 0) {
             write_junit(fd, &t, sc.ns);
             syscall(SYS_close, fd);
         } else {

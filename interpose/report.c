@@ -118,16 +118,21 @@ static void note_failure(const ot_failure_t *f, const char *report)
 }
 
 
+/* A new report file from a path template, numbered (%n) from the one counter of this process's
+ * reports; never overwrites, never follows a symlink. -1 where none could be made. */
+static int open_numbered(const char *tmpl, unsigned no, char *final, size_t cap)
+{
+    char path[600];
+    final[0] = 0;
+    int fd = ot_expand_template(tmpl, no, path, sizeof path) ? create_report_file(path, final, cap) : -1;
+    if (fd < 0) final[0] = 0;
+    return fd;
+}
+
 static void emit(void)
 {
-    R.json_path[0] = 0;
-    int jfd = -1;
-    if (ot_opt.report[0]) {
-        char path[600];
-        if (ot_expand_template(ot_opt.report, R.report_no, path, sizeof path))
-            jfd = create_report_file(path, R.json_path, sizeof R.json_path);
-        if (jfd < 0) R.json_path[0] = 0;
-    }
+    int jfd = ot_opt.report[0] ? open_numbered(ot_opt.report, R.report_no, R.json_path, sizeof R.json_path) : -1;
+    if (jfd < 0) R.json_path[0] = 0;
     int lfd = get_log_fd();
     if (lfd >= 0) ot_report_write_text(&R, lfd);
     if (jfd >= 0) {
@@ -135,6 +140,32 @@ static void emit(void)
         syscall(SYS_close, jfd);
     }
     ot_recorder_note_report(R.json_path); /* the flight recorder counts it and keeps its path */
+}
+
+/* Under report_busy, with R's stack and the event's own section set: the report's number, its data
+ * and both files. */
+static int gather_emit(const char *event, const ot_failure_t *f, const char *reason)
+{
+    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
+    ot_report_gather(&R, event, f, reason);
+    R.suppressed_failures = atomic_load(&failures_suppressed);
+    emit();
+    return (int)R.report_no;
+}
+
+int ot_report_log_fd(void)
+{
+    if (!lock_report(true)) return 2;
+    int fd = get_log_fd();
+    unlock_report();
+    return fd;
+}
+
+int ot_report_open_file(const char *tmpl, char *final, size_t cap, unsigned *no)
+{
+    unsigned n = atomic_fetch_add(&report_counter, 1) + 1;
+    if (no) *no = n;
+    return open_numbered(tmpl, n, final, cap);
 }
 
 /* A request the driver or runtime refused (invalid value, not permitted, ...): not a shortage of
@@ -261,14 +292,10 @@ int ot_report_pressure(const ot_pressure_event_t *p, const char *reason)
         return -1;
     }
     ot_in_hook++;
-    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
     R.depth = caller_stack(R.ips, ot_opt.stack_depth);
-    ot_report_gather(&R, "pressure", NULL, reason);
     R.pressure = p;
-    R.suppressed_failures = atomic_load(&failures_suppressed);
-    emit();
+    int n = gather_emit("pressure", NULL, reason);
     R.pressure = NULL;
-    int n = (int)R.report_no;
     ot_in_hook--;
     unlock_report();
     errno = saved;
@@ -283,12 +310,8 @@ int ot_report_event(const char *event, const char *reason)
         return -1;
     }
     ot_in_hook++;
-    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
     R.depth = 0;
-    ot_report_gather(&R, event, NULL, reason);
-    R.suppressed_failures = atomic_load(&failures_suppressed);
-    emit();
-    int n = (int)R.report_no;
+    int n = gather_emit(event, NULL, reason);
     ot_in_hook--;
     unlock_report();
     errno = saved;
@@ -314,7 +337,6 @@ void ot_report_crash(const ot_crash_t *c)
     if (c->sent && c->sender_pid == (int)syscall(SYS_getpid)) ot_buf_puts(&b, " raised by this process");
     else if (c->sent) ot_buf_printf(&b, " sent by pid %d (uid %d)", c->sender_pid, c->sender_uid);
     ot_buf_cstr(&b);
-    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
     R.depth = c->depth;
     ot_memcpy(R.ips, c->ips, sizeof R.ips);
     R.in_signal = true;
@@ -323,9 +345,7 @@ void ot_report_crash(const ot_crash_t *c)
     for (unsigned i = 0; i < have; i++)
         R.recent[i] = recent[(recent_count - have + i) % OT_RECENT_FAILURES];
     R.n_recent = have;
-    ot_report_gather(&R, "crash", NULL, reason);
-    R.suppressed_failures = atomic_load(&failures_suppressed);
-    emit();
+    gather_emit("crash", NULL, reason);
     /* The process has spoken for itself: its state file goes, so the supervisor adds no "killed"
      * report for the same death. */
     ot_recorder_close();
@@ -345,12 +365,9 @@ void ot_report_snapshot_signal(const char *reason)
         return;
     }
     ot_in_hook++;
-    R.report_no = atomic_fetch_add(&report_counter, 1) + 1;
     R.depth = 0;
     R.in_signal = true;
-    ot_report_gather(&R, "snapshot", NULL, reason);
-    R.suppressed_failures = atomic_load(&failures_suppressed);
-    emit();
+    gather_emit("snapshot", NULL, reason);
     R.in_signal = false;
     ot_in_hook--;
     unlock_report();

@@ -13,8 +13,9 @@ export LEAK_TLS_LIB=$OT_BUILD/targets/libleak_tls.so
 # `timeout` that run_preloaded runs is preloaded too and writes its own.
 leak_report() {
     local f
-    for f in "$1"/oomtrace.*.0.json; do
-        [ -e "$f" ] && [ "$(json_get "$f" "r['process']['exe'].rsplit('/', 1)[-1]")" = "${2:-leaky}" ] && { echo "$f"; return; }
+    for f in "$1"/oomtrace.*.json; do
+        [ -e "$f" ] && [ "$(json_get "$f" "r['event'] + ' ' + r['process']['exe'].rsplit('/', 1)[-1]")" = "leak_check ${2:-leaky}" ] &&
+            { echo "$f"; return; }
     done
 }
 
@@ -84,7 +85,7 @@ check leak_stdout_intact test "$(cat "$d/out.txt")" = "$(printf 'buffered line o
 d=$(newdir leak_fork); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$T" fork
 check leak_fork_parent_own_status test "$RC" -eq 0
 check leak_fork_child_checked grep -q "child status 23" "$d/out.txt"
-check leak_fork_two_reports test "$(grep -l '"exe":"[^"]*/leaky"' "$d"/oomtrace.*.0.json | wc -l)" -eq 2
+check leak_fork_two_reports test "$(grep -l '"event":"leak_check"' $(grep -l '"exe":"[^"]*/leaky"' "$d"/oomtrace.*.json) | wc -l)" -eq 2
 
 # The launcher: --leak-check, and its status is its own child's (the program's).
 d=$(newdir leak_launcher)
