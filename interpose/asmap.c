@@ -63,7 +63,6 @@ static struct {
     uint64_t heap_start, heap_end;
     uint64_t heap_max; /* glibc's HEAP_MAX_SIZE: 64 MiB on 64-bit, 1 MiB on 32-bit */
     bool cuda;
-    uint64_t own;
     const uintptr_t *own_lo, *own_hi;
     unsigned n_own;
     char anon_name[64];
@@ -352,7 +351,6 @@ void ot_asmap_begin(ot_asmap_t *as, const ot_asmap_params_t *prm)
     as->rss = as->rss_anon = as->rss_file = as->rss_shmem = as->swap = -1;
     P.heap_max = as->pointer_bits == 32 ? (1ull << 20) : (64ull << 20);
     P.cuda = prm->cuda_active;
-    P.own = prm->own_lo ? 0 : prm->own_bytes;
     P.own_lo = prm->own_lo;
     P.own_hi = prm->own_hi;
     P.n_own = prm->own_lo ? prm->n_own : 0;
@@ -424,7 +422,7 @@ void ot_asmap_end(ot_asmap_t *as, uint64_t requested)
     }
     pend_flush(as);
     group_close(as);
-    ot_as_cat_t *heap = &as->cat[OT_AS_HEAP], *anon = &as->cat[OT_AS_ANON];
+    ot_as_cat_t *heap = &as->cat[OT_AS_HEAP];
     for (unsigned i = 0; i < P.ncands; i++) {
         range_t *r = &P.cands[i];
         uint64_t sz = r->end - r->start;
@@ -437,22 +435,6 @@ void ot_asmap_end(ot_asmap_t *as, uint64_t requested)
             map_t m = {.start = r->start, .end = r->end, .perms = "rw-p"};
             put_range(as, OT_AS_ANON, &m);
         }
-    }
-    /* oomtrace's own mappings are anonymous and hold no tracked block: take them out of the other
-     * anonymous ones (or out of the heap's, where the kernel merged one with a block's mapping). */
-    uint64_t own = P.own < as->total ? P.own : as->total;
-    if (own) {
-        uint64_t a = own < anon->bytes ? own : anon->bytes;
-        anon->bytes -= a;
-        uint64_t h = own - a < heap->bytes ? own - a : heap->bytes;
-        heap->bytes -= h;
-        as->cat[OT_AS_OOMTRACE].bytes = a + h;
-        as->cat[OT_AS_OOMTRACE].count = 1;
-        /* the biggest anonymous mappings may be ours: drop top entries larger than what is left */
-        unsigned k = 0;
-        for (unsigned i = 0; i < anon->ntop; i++)
-            if (anon->top[i].bytes <= anon->bytes) anon->top[k++] = anon->top[i];
-        anon->ntop = k;
     }
     as->cat[OT_AS_REQUEST].bytes = requested;
     as->cat[OT_AS_REQUEST].count = requested ? 1 : 0;
@@ -549,20 +531,16 @@ static void sort_ranges(uintptr_t *lo, uintptr_t *hi, unsigned n)
 
 bool ot_asmap_read_self(ot_asmap_t *as, uint64_t requested, bool cuda_active, bool want_rss)
 {
-    ot_table_stats_t ts;
-    ot_table_stats(&ts);
+    /* oomtrace's own mappings by address (mmap_alloc.c's registry; a registry that overflowed
+     * leaves the rest among the anonymous ones) */
+    unsigned n_own = ot_mmap_own_ranges(own_lo, own_hi, OWN_MAX, NULL);
+    sort_ranges(own_lo, own_hi, n_own);
     ot_asmap_params_t prm = {.pointer_bits = (int)(sizeof(void *) * 8),
                              .cuda_active = cuda_active,
-                             .own_bytes = ot_mmap_bytes() + ts.mapped_bytes,
-                             .limit = -1};
-    bool complete = false;
-    unsigned n_own = ot_mmap_own_ranges(own_lo, own_hi, OWN_MAX, &complete);
-    if (complete) { /* by address; else (a registry that overflowed) by the total, as before */
-        sort_ranges(own_lo, own_hi, n_own);
-        prm.own_lo = own_lo;
-        prm.own_hi = own_hi;
-        prm.n_own = n_own;
-    }
+                             .limit = -1,
+                             .own_lo = own_lo,
+                             .own_hi = own_hi,
+                             .n_own = n_own};
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) prm.limit = (int64_t)rl.rlim_cur;
     ot_asmap_begin(as, &prm);

@@ -8,10 +8,6 @@
 
 #include "internal.h"
 
-/* What ot_mmap holds now, in pages: a report counts it as oomtrace's own address space. */
-static _Atomic uint64_t mapped_bytes;
-
-static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
@@ -74,9 +70,7 @@ void *ot_mmap(size_t bytes)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) ot_mmap_register(p, bytes);
     errno = saved;
-    if (p == MAP_FAILED) return NULL;
-    atomic_fetch_add_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
-    return p;
+    return p == MAP_FAILED ? NULL : p;
 }
 
 void ot_munmap(void *p, size_t bytes)
@@ -84,12 +78,10 @@ void ot_munmap(void *p, size_t bytes)
     int saved = errno;
     if (p) {
         ot_mmap_unregister(p);
-        if (munmap(p, bytes) == 0) atomic_fetch_sub_explicit(&mapped_bytes, page_round(bytes), memory_order_relaxed);
+        munmap(p, bytes);
     }
     errno = saved;
 }
-
-uint64_t ot_mmap_bytes(void) { return atomic_load_explicit(&mapped_bytes, memory_order_relaxed); }
 
 /* Permanent bump allocator: chunks of 64 KiB, a CAS on the cursor. Objects are never freed. */
 #define PERM_CHUNK (64u * 1024u)

@@ -59,17 +59,26 @@ static void threaded_text(void)
 
 static ot_asmap_t as, as2;
 
-static void parse(ot_asmap_t *a, size_t piece, int bits, bool cuda, uint64_t own)
+/* own: oomtrace's own mapping, [own_at, own_at + own) */
+static uintptr_t own_lo[1], own_hi[1];
+static void parse_own(ot_asmap_t *a, size_t piece, int bits, bool cuda, uintptr_t own_at, uint64_t own)
 {
-    ot_asmap_params_t p = {.pointer_bits = bits, .cuda_active = cuda, .own_bytes = own, .limit = 800 * (int64_t)MiB};
+    own_lo[0] = own_at, own_hi[0] = own_at + own;
+    ot_asmap_params_t p = {.pointer_bits = bits, .cuda_active = cuda, .limit = 800 * (int64_t)MiB,
+                           .own_lo = own_lo, .own_hi = own_hi, .n_own = own ? 1 : 0};
     ot_asmap_begin(a, &p);
     for (size_t off = 0; off < tlen; off += piece) ot_asmap_feed(a, text + off, off + piece <= tlen ? piece : tlen - off);
+}
+
+static void parse(ot_asmap_t *a, size_t piece, int bits, bool cuda)
+{
+    parse_own(a, piece, bits, cuda, 0, 0);
 }
 
 TEST(categories_of_a_threaded_process)
 {
     threaded_text();
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_block(&as, 0x555501000100, 10 * MiB);      /* in [heap] */
     ot_asmap_block(&as, 0x7f0000000100, 100 * 1024);    /* in arena 0 */
     ot_asmap_block(&as, 0x7f6000000010, 4 * MiB);       /* its own mapping */
@@ -109,11 +118,11 @@ TEST(categories_of_a_threaded_process)
 TEST(lines_split_anywhere_give_the_same_result)
 {
     threaded_text();
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_end(&as, 0);
     size_t pieces[] = {1, 7, 64, 100, 4096};
     for (unsigned i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
-        parse(&as2, pieces[i], 64, false, 0);
+        parse(&as2, pieces[i], 64, false);
         ot_asmap_end(&as2, 0);
         EXPECT(!memcmp(&as, &as2, sizeof as));
     }
@@ -127,7 +136,7 @@ TEST(own_mappings_and_cuda_reservations)
     add(0x200000000, 0x200000000 + 8 * GiB, "---p", NULL);        /* the driver's reservation */
     add(0x7f7000000000, 0x7f7000200000, "rw-s", "/dev/nvidia0");
     add(0x7f7000200000, 0x7f7000300000, "rw-s", "/dev/nvidiactl");
-    parse(&as, tlen, 64, true, 16 * MiB);
+    parse_own(&as, tlen, 64, true, 0x7f6000000000, 16 * MiB); /* merged with a neighbour of 48 MiB */
     ot_asmap_end(&as, 0);
     EXPECT_EQ_U(as.cat[OT_AS_CUDA].bytes, 8 * GiB);
     EXPECT_EQ_U(as.cat[OT_AS_OOMTRACE].bytes, 16 * MiB);
@@ -136,7 +145,7 @@ TEST(own_mappings_and_cuda_reservations)
     EXPECT_EQ_U(as.cat[OT_AS_DEVICE].count, 2);
     EXPECT_STR(as.cat[OT_AS_DEVICE].top[0].name, "/dev/nvidia0");
     /* without CUDA the same range is only an anonymous reservation */
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_end(&as, 0);
     EXPECT_EQ_U(as.cat[OT_AS_CUDA].bytes, 0);
     EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 8 * GiB + 64 * MiB);
@@ -177,7 +186,7 @@ TEST(diagnosis_arenas_and_stacks)
         add(a, a + 4096, "---p", NULL);
         add(a + 4096, a + 4096 + 8 * MiB, "rw-p", NULL);
     }
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_block(&as, 0x555501000100, 2 * MiB);
     ot_asmap_end(&as, 3763200);
     as.rlimit_stack = 8 * MiB;
@@ -193,7 +202,7 @@ TEST(diagnosis_arenas_and_stacks)
 TEST(diagnosis_file_mapped_whole_and_heap)
 {
     threaded_text();
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_end(&as, 0);
     bool heap = true;
     const char *d = diag(&as, 0, &heap);
@@ -203,7 +212,7 @@ TEST(diagnosis_file_mapped_whole_and_heap)
     tlen = 0;
     add(0x555501000000, 0x555511000000, "rw-p", "[heap]");
     add(0x7f6100000000, 0x7f6100100000, "rw-p", NULL);
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_block(&as, 0x555501000100, 200 * MiB);
     ot_asmap_end(&as, 0);
     d = diag(&as, 0, &heap);
@@ -216,7 +225,7 @@ TEST(diagnosis_cuda_reservation)
     tlen = 0;
     add(0x555501000000, 0x555501800000, "rw-p", "[heap]");
     add(0x200000000, 0x200000000 + 16 * GiB, "---p", NULL);
-    parse(&as, tlen, 64, true, 0);
+    parse(&as, tlen, 64, true);
     ot_asmap_end(&as, 0);
     const char *d = diag(&as, 0, NULL);
     EXPECT_CONTAINS(d, "the CUDA driver maps 16.0 GiB of virtual address space: an address-space limit (ulimit -v, "
@@ -239,7 +248,7 @@ TEST(diagnosis_32_bit)
     add(0x60000000, 0xa0000000, "r--p", "/models/bvlc_alexnet.caffemodel"); /* 1 GiB */
     add(0xb0000000, 0xe0000000, "rw-p", NULL);                              /* 768 MiB */
     add(0xf7000000, 0xf7100000, "r-xp", "/lib/arm-linux-gnueabihf/libc.so.6");
-    parse(&as, tlen, 32, false, 0);
+    parse(&as, tlen, 32, false);
     ot_asmap_block(&as, 0x09000100, 900 * MiB);
     ot_asmap_end(&as, 3763200);
     EXPECT_EQ_U(as.pointer_bits, 32);
@@ -283,7 +292,7 @@ TEST(this_process_without_malloc)
 TEST(a_million_blocks_quickly)
 {
     threaded_text();
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (uint64_t i = 0; i < 1000000; i++) {
@@ -331,7 +340,7 @@ static const char *report_diag(const ot_asmap_t *a, int bits, int64_t rlimit, ui
 TEST(report_diagnosis_batch_advice_only_for_the_heap)
 {
     threaded_text(); /* a file mapped whole, arenas, stacks: not the heap */
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_end(&as, 3763200);
     const char *d = report_diag(&as, 64, (int64_t)as.total, 3763200);
     EXPECT_CONTAINS(d, "RLIMIT_AS ");
@@ -342,7 +351,7 @@ TEST(report_diagnosis_batch_advice_only_for_the_heap)
     /* the heap holds it all: the advice is back */
     tlen = 0;
     add(0x555501000000, 0x555511000000, "rw-p", "[heap]");
-    parse(&as, tlen, 64, false, 0);
+    parse(&as, tlen, 64, false);
     ot_asmap_block(&as, 0x555501000100, 200 * MiB);
     ot_asmap_end(&as, 3763200);
     d = report_diag(&as, 64, (int64_t)as.total, 3763200);
@@ -355,7 +364,7 @@ TEST(report_diagnosis_32_bit)
     add(0x08048000, 0x08050000, "r-xp", "/usr/bin/classification");
     add(0x09000000, 0x49000000, "rw-p", "[heap]");
     add(0x60000000, 0xb0000000, "rw-p", NULL);
-    parse(&as, tlen, 32, false, 0);
+    parse(&as, tlen, 32, false);
     ot_asmap_block(&as, 0x09000100, 900 * MiB);
     ot_asmap_block(&as, 0x60000010, 1200 * MiB);
     ot_asmap_end(&as, 3763200);
