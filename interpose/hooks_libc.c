@@ -105,18 +105,22 @@ static inline bool track(void)
     return OT_LIKELY(ot_in_hook == 0) && OT_LIKELY(ot_state.initialized == 2);
 }
 
-static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint64_t size, uint64_t count,
-                                uint64_t align, int err)
+static ot_failure_t failure_of(const ot_origin_t *origin, const char *api, uint64_t size, uint64_t align, int err)
 {
     ot_failure_t f = {0};
     f.api = api;
     f.size = size;
-    f.count = count;
     f.alignment = align;
     f.error_code = err;
     f.error_name = ot_errno_name(err);
     f.device_index = -1;
     f.origin = origin;
+    return f;
+}
+
+static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint64_t size, uint64_t align, int err)
+{
+    ot_failure_t f = failure_of(origin, api, size, align, err);
     ot_report_failure(&f);
 }
 /* In the hook itself (or an always_inline helper of it): the failing stack starts at its caller. */
@@ -127,15 +131,9 @@ static OT_NOINLINE void fail_at(const ot_origin_t *origin, const char *api, uint
 static OT_NOINLINE void fail_array_at(const ot_origin_t *origin, const char *api, uint64_t nmemb, uint64_t size,
                                       int err)
 {
-    ot_failure_t f = {0};
-    f.api = api;
-    f.size = size && nmemb > SIZE_MAX / size ? UINT64_MAX : nmemb * size;
+    ot_failure_t f = failure_of(origin, api, size && nmemb > SIZE_MAX / size ? UINT64_MAX : nmemb * size, 0, err);
     f.count = nmemb;
     f.elem_size = size;
-    f.error_code = err;
-    f.error_name = ot_errno_name(err);
-    f.device_index = -1;
-    f.origin = origin;
     ot_report_failure(&f);
 }
 #define fail_array(...) OT_CALL_WITH_ORIGIN(fail_array_at, __VA_ARGS__)
@@ -160,7 +158,7 @@ OT_EXPORT void *malloc(size_t n)
     if (!track()) return real.malloc(n);
     void *p = real.malloc(n);
     if (OT_LIKELY(p != NULL)) record(p, n);
-    else fail("malloc", n, 0, 0, errno);
+    else fail("malloc", n, 0, errno);
     return p;
 }
 
@@ -226,7 +224,7 @@ static inline __attribute__((always_inline)) void *realloc_common(const char *ap
         if (had) ot_live_put_back((uintptr_t)p, old_val);
         errno = e;
         if (is_array) fail_array(api, nmemb, size, e);
-        else fail(api, n, 0, 0, e);
+        else fail(api, n, 0, e);
     }
     return q;
 }
@@ -271,7 +269,7 @@ OT_EXPORT int posix_memalign(void **out, size_t align, size_t n)
     ot_in_hook++;
     int rc = real.posix_memalign(out, align, n);
     if (OT_LIKELY(rc == 0)) record(*out, n);
-    else fail("posix_memalign", n, 0, align, rc); /* errno untouched, as posix_memalign itself */
+    else fail("posix_memalign", n, align, rc); /* errno untouched, as posix_memalign itself */
     ot_in_hook--;
     return rc;
 }
@@ -282,7 +280,7 @@ static inline __attribute__((always_inline)) void *aligned_common(const char *ap
     ot_in_hook++;
     void *p = fn(align, n);
     if (OT_LIKELY(p != NULL)) record(p, n);
-    else fail(api, n, 0, align, errno);
+    else fail(api, n, align, errno);
     ot_in_hook--;
     return p;
 }
@@ -305,7 +303,7 @@ static inline __attribute__((always_inline)) void *page_common(const char *api, 
     ot_in_hook++;
     void *p = fn(n);
     if (OT_LIKELY(p != NULL)) record(p, n);
-    else fail(api, n, 0, 4096, errno);
+    else fail(api, n, 4096, errno);
     ot_in_hook--;
     return p;
 }
