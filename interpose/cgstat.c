@@ -9,7 +9,7 @@ static char stat_mem[16384];
 static char procs_mem[32768];
 
 /* "key value" lines (memory.stat): the value of key, or -1. */
-static int64_t stat_field(const char *text, const char *key)
+int64_t ot_cgstat_field(const char *text, const char *key)
 {
     size_t kl = ot_strlen(key);
     for (const char *l = text; *l;) {
@@ -41,36 +41,33 @@ void ot_cg_stat_parse(const char *text, int version, ot_cg_usage_t *u)
         /* v1: the total_* lines count the whole subtree (the limit binds on it); the plain ones
          * only this cgroup's own pages. rss is anonymous memory (and swap cache), cache the page
          * cache with shmem in it. Kernel memory is a file of its own (memory.kmem.usage_in_bytes). */
-        bool tot = stat_field(text, "total_rss") >= 0;
-        u->anon = stat_field(text, tot ? "total_rss" : "rss");
-        u->file = stat_field(text, tot ? "total_cache" : "cache");
-        u->shmem = stat_field(text, tot ? "total_shmem" : "shmem");
-        u->file_mapped = stat_field(text, tot ? "total_mapped_file" : "mapped_file");
-        u->swap = stat_field(text, tot ? "total_swap" : "swap");
+        bool tot = ot_cgstat_field(text, "total_rss") >= 0;
+        u->anon = ot_cgstat_field(text, tot ? "total_rss" : "rss");
+        u->file = ot_cgstat_field(text, tot ? "total_cache" : "cache");
+        u->shmem = ot_cgstat_field(text, tot ? "total_shmem" : "shmem");
+        u->file_mapped = ot_cgstat_field(text, tot ? "total_mapped_file" : "mapped_file");
+        u->swap = ot_cgstat_field(text, tot ? "total_swap" : "swap");
         return;
     }
     /* v2: "kernel" since Linux 5.18; before, its parts. file includes shmem, as in v1. Swap is
      * memory.swap.current. */
-    u->anon = stat_field(text, "anon");
-    u->file = stat_field(text, "file");
-    u->shmem = stat_field(text, "shmem");
-    u->file_mapped = stat_field(text, "file_mapped");
-    u->kernel = stat_field(text, "kernel");
+    u->anon = ot_cgstat_field(text, "anon");
+    u->file = ot_cgstat_field(text, "file");
+    u->shmem = ot_cgstat_field(text, "shmem");
+    u->file_mapped = ot_cgstat_field(text, "file_mapped");
+    u->kernel = ot_cgstat_field(text, "kernel");
     if (u->kernel < 0) {
-        int64_t parts[] = {stat_field(text, "kernel_stack"), stat_field(text, "pagetables"),
-                           stat_field(text, "percpu"),       stat_field(text, "sock"),
-                           stat_field(text, "slab"),         stat_field(text, "vmalloc")};
+        int64_t parts[] = {ot_cgstat_field(text, "kernel_stack"), ot_cgstat_field(text, "pagetables"),
+                           ot_cgstat_field(text, "percpu"),       ot_cgstat_field(text, "sock"),
+                           ot_cgstat_field(text, "slab"),         ot_cgstat_field(text, "vmalloc")};
         u->kernel = sum_known(parts, sizeof parts / sizeof parts[0]);
     }
 }
 
 static int64_t read_number(const char *path)
 {
-    char buf[64];
-    if (ot_read_file(path, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9') return -1;
-    int64_t v = 0;
-    for (const char *p = buf; *p >= '0' && *p <= '9'; p++) v = v * 10 + (*p - '0');
-    return v;
+    int64_t v = ot_read_cg_value(path);
+    return v >= 0 ? v : -1;
 }
 
 static void join(char *out, size_t cap, const char *a, const char *b)

@@ -393,10 +393,14 @@ typedef struct {
     char cgroup_dir[400];             /* the directory usage was read from ("" none) */
 } ot_host_mem_t;
 void ot_probe_host(ot_host_mem_t *m);
+/* A cgroup value file: the number, -1 for "max" (or v1's near-2^63 unlimited), -2 absent or unreadable. */
+int64_t ot_read_cg_value(const char *path);
 
 /* ------------------------------------------------------------------ cgstat.c
  * The cgroup's usage broken down (memory.stat, v1 and v2 names) and its processes by RSS, for a
  * report where the cgroup's limit binds. Static buffers, raw reads. Bytes; -1 unknown. */
+/* The value of a "key value" line of a memory.stat text, -1 where absent. */
+int64_t ot_cgstat_field(const char *text, const char *key);
 #define OT_CG_PROCS 8        /* processes listed, largest RSS first */
 #define OT_CG_PROCS_READ 256 /* /proc/PID/status files read at most */
 typedef struct {

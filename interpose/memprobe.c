@@ -26,7 +26,7 @@ static int64_t kb_field(const char *text, const char *key)
 }
 
 /* Reads a cgroup value file: a number, or "max" (unlimited, -1). Values near 2^63 are v1's "unlimited". */
-static int64_t read_cg_value(const char *path)
+int64_t ot_read_cg_value(const char *path)
 {
     char buf[64];
     if (ot_read_file(path, buf, sizeof buf) <= 0) return -2; /* absent */
@@ -61,14 +61,14 @@ static void probe_cgroup_v2(ot_host_mem_t *m, const char *rel)
     bool found_any = false;
     for (;;) {
         join(path, sizeof path, "/sys/fs/cgroup", dir, "/memory.max");
-        int64_t lim = read_cg_value(path);
+        int64_t lim = ot_read_cg_value(path);
         if (lim != -2) {
             if (!found_any) {
                 join(path, sizeof path, "/sys/fs/cgroup", dir, "/memory.current");
-                m->cgroup_usage = read_cg_value(path);
+                m->cgroup_usage = ot_read_cg_value(path);
                 if (m->cgroup_usage < 0) m->cgroup_usage = -1;
                 join(path, sizeof path, "/sys/fs/cgroup", dir, "/memory.swap.max");
-                int64_t sw = read_cg_value(path);
+                int64_t sw = ot_read_cg_value(path);
                 m->cgroup_swap_limit = sw >= 0 ? sw : -1;
                 join(m->cgroup_dir, sizeof m->cgroup_dir, "/sys/fs/cgroup", dir, "");
                 found_any = true;
@@ -95,17 +95,17 @@ static void probe_cgroup_v1(ot_host_mem_t *m, const char *rel)
 {
     char path[600];
     join(path, sizeof path, "/sys/fs/cgroup/memory", rel, "/memory.limit_in_bytes");
-    int64_t lim = read_cg_value(path);
+    int64_t lim = ot_read_cg_value(path);
     const char *used_rel = rel;
     if (lim == -2) { /* inside a container the controller root is the container's cgroup */
         used_rel = "";
-        lim = read_cg_value("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+        lim = ot_read_cg_value("/sys/fs/cgroup/memory/memory.limit_in_bytes");
     }
     if (lim == -2) return;
     m->cgroup_version = 1;
     m->cgroup_limit = lim;
     join(path, sizeof path, "/sys/fs/cgroup/memory", used_rel, "/memory.usage_in_bytes");
-    int64_t u = read_cg_value(path);
+    int64_t u = ot_read_cg_value(path);
     m->cgroup_usage = u >= 0 ? u : -1;
     join(m->cgroup_dir, sizeof m->cgroup_dir, "/sys/fs/cgroup/memory", used_rel, "");
     ot_strlcpy(m->cgroup_path, rel[0] ? rel : "/", sizeof m->cgroup_path);

@@ -53,25 +53,6 @@ static int64_t parse_i64(const char *p)
     return any ? v : -1;
 }
 
-static int64_t read_number_file(const char *path)
-{
-    char buf[64];
-    if (!path[0] || ot_read_file(path, buf, sizeof buf) <= 0) return -1;
-    return parse_i64(buf);
-}
-
-/* "key value" lines of a cgroup memory.stat. */
-static int64_t stat_field(const char *text, const char *key)
-{
-    size_t kl = ot_strlen(key);
-    for (const char *l = text; *l;) {
-        if (!ot_strncmp(l, key, kl) && l[kl] == ' ') return parse_i64(l + kl + 1);
-        while (*l && *l != '\n') l++;
-        if (*l) l++;
-    }
-    return -1;
-}
-
 void ot_usage_read(ot_usage_t *u)
 {
     char buf[128];
@@ -86,7 +67,8 @@ void ot_usage_read(ot_usage_t *u)
         if (size >= 0) u->vm_size = size * page;
         if (rss >= 0) u->rss = rss * page;
     }
-    u->cgroup_usage = read_number_file(cg_usage_path);
+    int64_t cg = cg_usage_path[0] ? ot_read_cg_value(cg_usage_path) : -1;
+    u->cgroup_usage = cg >= 0 ? cg : -1;
 }
 
 static void join3(char *out, size_t cap, const char *a, const char *b, const char *c)
@@ -99,23 +81,15 @@ static void join3(char *out, size_t cap, const char *a, const char *b, const cha
     ot_buf_cstr(&bf);
 }
 
-/* Where the cgroup's usage is read from (memprobe.c found the cgroup: m). Inside a container the
- * controller's root is the container's own cgroup. */
+/* Where the cgroup's usage is read from: the directory memprobe.c read it from (m). */
 void ot_usage_setup(const ot_host_mem_t *m)
 {
     cg_version = m->cgroup_version;
     cg_usage_path[0] = cg_stat_path[0] = 0;
-    const char *rel = ot_strcmp(m->cgroup_path, "/") ? m->cgroup_path : "";
-    char probe[64];
-    if (m->cgroup_version == 1) {
-        join3(cg_usage_path, sizeof cg_usage_path, "/sys/fs/cgroup/memory", rel, "/memory.usage_in_bytes");
-        if (ot_read_file(cg_usage_path, probe, sizeof probe) <= 0) rel = "";
-        join3(cg_usage_path, sizeof cg_usage_path, "/sys/fs/cgroup/memory", rel, "/memory.usage_in_bytes");
-        join3(cg_stat_path, sizeof cg_stat_path, "/sys/fs/cgroup/memory", rel, "/memory.stat");
-    } else if (m->cgroup_version == 2) {
-        join3(cg_usage_path, sizeof cg_usage_path, "/sys/fs/cgroup", rel, "/memory.current");
-        join3(cg_stat_path, sizeof cg_stat_path, "/sys/fs/cgroup", rel, "/memory.stat");
-    }
+    if (!m->cgroup_version || !m->cgroup_dir[0]) return;
+    join3(cg_usage_path, sizeof cg_usage_path, m->cgroup_dir,
+          m->cgroup_version == 1 ? "/memory.usage_in_bytes" : "/memory.current", "");
+    join3(cg_stat_path, sizeof cg_stat_path, m->cgroup_dir, "/memory.stat", "");
 }
 
 void ot_pressure_steps(double p, double out[3])
@@ -173,7 +147,7 @@ static void read_usage(void)
     if (cg > 0 && cl > 0 && (double)cg >= P.steps[P.next < 3 ? P.next : 2] * (double)cl && cg_stat_path[0]) {
         char buf[4096];
         if (ot_read_file(cg_stat_path, buf, sizeof buf) > 0) {
-            int64_t inact = stat_field(buf, cg_version == 1 ? "total_inactive_file" : "inactive_file");
+            int64_t inact = ot_cgstat_field(buf, cg_version == 1 ? "total_inactive_file" : "inactive_file");
             if (inact > 0 && inact < cg) cg -= inact;
         }
     }
