@@ -48,8 +48,13 @@ int main(int argc, char **argv)
     size_t kib = argc > 2 ? strtoul(argv[2], NULL, 10) : 1024;
     const char *mode = argc > 3 ? argv[3] : "hold";
     grow_buffers(mib, kib, !strcmp(mode, "slow"));
-    usleep(150000); /* past the recorder's 100 ms: the state on file is the final one */
-    sink = malloc(300 << 10); /* a flush after it */
+    /* Twice past the recorder's 100 ms, a flush (300 KiB) after each: the state on file is the
+     * final one, and its history has a sample for each whatever the speed of the growth (a fast
+     * growth may have made only the first sample). */
+    for (int i = 0; i < 2; i++) {
+        usleep(150000);
+        sink = malloc(300 << 10);
+    }
     printf("ready %d %ld\n", (int)getpid(), vm_kib());
     fflush(stdout);
     if (!strcmp(mode, "exit")) return 0;
