@@ -177,46 +177,51 @@ static void pend_flush(ot_asmap_t *as)
     anon_alone(as, &P.pend);
 }
 
-/* Bytes of [s, e) inside oomtrace's own registered mappings. */
-static uint64_t own_overlap(uint64_t s, uint64_t e)
+static void classify_rest(ot_asmap_t *as, const map_t *m);
+
+/* An anonymous mapping that holds some of oomtrace's own registered mappings (the kernel merged
+ * them with a neighbour of the program's, on either side or both): the own bytes are counted as
+ * oomtrace's, and each piece of the program's, in address order, is classified as a mapping of
+ * its own, so that an arena merged with one of ours below it still starts on its alignment. */
+static bool classify_own(ot_asmap_t *as, const map_t *m)
 {
     unsigned lo = 0, hi = P.n_own;
-    while (lo < hi) { /* the first range ending after s */
+    while (lo < hi) { /* the first range ending after m->start */
         unsigned mid = (lo + hi) / 2;
-        if (P.own_hi[mid] <= s) lo = mid + 1;
+        if (P.own_hi[mid] <= m->start) lo = mid + 1;
         else hi = mid;
     }
-    uint64_t sum = 0;
-    for (unsigned i = lo; i < P.n_own && P.own_lo[i] < e; i++) {
-        uint64_t a = P.own_lo[i] > s ? P.own_lo[i] : s, b = P.own_hi[i] < e ? P.own_hi[i] : e;
-        if (b > a) sum += b - a;
+    if (lo >= P.n_own || P.own_lo[lo] >= m->end) return false;
+    uint64_t own = 0, at = m->start;
+    for (unsigned i = lo; i < P.n_own && P.own_lo[i] < m->end; i++) {
+        uint64_t a = P.own_lo[i] > m->start ? P.own_lo[i] : m->start;
+        uint64_t b = P.own_hi[i] < m->end ? P.own_hi[i] : m->end;
+        if (b <= a) continue;
+        if (a > at) {
+            map_t r = *m;
+            r.start = at;
+            r.end = a;
+            classify_rest(as, &r);
+        }
+        pend_flush(as); /* nothing pairs across one of ours */
+        own += b - a;
+        if (b > at) at = b;
     }
-    return sum;
+    as->cat[OT_AS_OOMTRACE].bytes += own;
+    as->cat[OT_AS_OOMTRACE].count++;
+    if (at < m->end) {
+        map_t r = *m;
+        r.start = at;
+        classify_rest(as, &r);
+    }
+    return true;
 }
-
-static void classify_rest(ot_asmap_t *as, const map_t *m);
 
 static void classify(ot_asmap_t *as, const map_t *m)
 {
-    uint64_t sz = m->end - m->start;
-    as->total += sz;
+    as->total += m->end - m->start;
     as->mappings++;
-    if (m->anon && P.n_own) {
-        uint64_t ov = own_overlap(m->start, m->end);
-        if (ov) {
-            as->cat[OT_AS_OOMTRACE].bytes += ov;
-            as->cat[OT_AS_OOMTRACE].count++;
-            if (ov >= sz) {
-                pend_flush(as);
-                return;
-            }
-            /* merged by the kernel with a neighbour of the program's: the rest as a smaller one */
-            map_t r = *m;
-            r.end = r.start + (sz - ov);
-            classify_rest(as, &r);
-            return;
-        }
-    }
+    if (m->anon && P.n_own && classify_own(as, m)) return;
     classify_rest(as, m);
 }
 

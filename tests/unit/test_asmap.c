@@ -151,6 +151,39 @@ TEST(own_mappings_and_cuda_reservations)
     EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 8 * GiB + 64 * MiB);
 }
 
+/* The map CI saw under load: one of oomtrace's own mappings (76 KiB) right below a thread arena's
+ * used part, merged with it by the kernel into one rw mapping that starts off the arena's
+ * alignment. The arena is still an arena, whole; ours is still ours. */
+TEST(arena_merged_with_one_of_ours_below_it)
+{
+    tlen = 0;
+    add(0x7fa0b3fed000, 0x7fa0b4021000, "rw-p", NULL);
+    add(0x7fa0b4021000, 0x7fa0b8000000, "---p", NULL);
+    add(0x7fa0b8000000, 0x7fa0b8021000, "rw-p", NULL);
+    add(0x7fa0b8021000, 0x7fa0bc000000, "---p", NULL);
+    parse_own(&as, tlen, 64, false, 0x7fa0b3fed000, 0x7fa0b4000000 - 0x7fa0b3fed000);
+    ot_asmap_end(&as, 0);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].count, 2);
+    EXPECT_EQ_U(as.cat[OT_AS_ARENAS].bytes, 128 * MiB);
+    EXPECT_EQ_U(as.cat[OT_AS_OOMTRACE].bytes, 0x13000);
+    EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 0);
+    /* ours above a thread stack's rw part, merged: the stack keeps its guard and its size */
+    tlen = 0;
+    add(0x7f4000000000, 0x7f4000001000, "---p", NULL);
+    add(0x7f4000001000, 0x7f4000801000 + 0x10000, "rw-p", NULL);
+    add(0x7f5000000000, 0x7f5000021000, "rw-p", NULL);
+    parse_own(&as, tlen, 64, false, 0x7f4000801000, 0x10000);
+    ot_asmap_end(&as, 0);
+    EXPECT_EQ_U(as.cat[OT_AS_STACKS].count, 1);
+    EXPECT_EQ_U(as.cat[OT_AS_STACKS].bytes, 8 * MiB + 4096);
+    EXPECT_EQ_U(as.cat[OT_AS_OOMTRACE].bytes, 0x10000);
+    EXPECT_EQ_U(as.cat[OT_AS_ANON].bytes, 0x21000); /* what follows ours does not pair with the stack */
+    uint64_t sum = 0;
+    for (unsigned k = 0; k < OT_AS_KINDS; k++)
+        if (k != OT_AS_REQUEST) sum += as.cat[k].bytes;
+    EXPECT_EQ_U(sum, as.total);
+}
+
 static char lines[8][1024];
 static unsigned nlines;
 static void sink(void *ctx, const char *l)
@@ -374,6 +407,6 @@ TEST(report_diagnosis_32_bit)
 }
 
 TEST_MAIN(categories_of_a_threaded_process, lines_split_anywhere_give_the_same_result,
-          own_mappings_and_cuda_reservations, diagnosis_arenas_and_stacks, diagnosis_file_mapped_whole_and_heap,
+          own_mappings_and_cuda_reservations, arena_merged_with_one_of_ours_below_it, diagnosis_arenas_and_stacks, diagnosis_file_mapped_whole_and_heap,
           diagnosis_cuda_reservation, diagnosis_32_bit, this_process_without_malloc, a_million_blocks_quickly,
           report_diagnosis_batch_advice_only_for_the_heap, report_diagnosis_32_bit)
