@@ -25,7 +25,7 @@ EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
 
 # Unit tests that also run under ThreadSanitizer / AddressSanitizer (core rebuilt with the sanitizer).
-TSAN_TESTS ?= test_table test_sites test_live test_stack
+TSAN_TESTS ?= test_table test_sites test_live test_stack test_failures
 ASAN_TESTS ?= test_fmt test_options test_table test_sites test_report test_symbolize test_live test_cuda_state test_stack test_asmap test_cgstat test_symbolize_map test_recorder
 TSAN_BINS := $(TSAN_TESTS:%=$(B)/tests/tsan/%)
 ASAN_BINS := $(ASAN_TESTS:%=$(B)/tests/asan/%)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define OT_VERSION "0.1.0"
 
@@ -80,6 +81,13 @@ size_t ot_strlen(const char *s);
 int ot_strcmp(const char *a, const char *b);
 int ot_strncmp(const char *a, const char *b, size_t n);
 size_t ot_strlcpy(char *dst, const char *src, size_t cap);
+/* clock_gettime(c) in nanoseconds (vDSO: no system call for the usual clocks). */
+static inline uint64_t ot_clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 const char *ot_strstr(const char *h, const char *n);
 void ot_memset(void *p, int c, size_t n);
 void ot_memcpy(void *d, const void *s, size_t n);
@@ -558,18 +566,28 @@ typedef struct {
     unsigned skip;          /* without an origin: frames of the hook to drop from the failing stack */
 } ot_failure_t;
 
-/* The last few reported or counted allocation failures, for a later crash report ("aborted 0.3 ms
- * after cudaMalloc(837538000) failed, report PATH"). */
+/* The process's recent allocation failures (failures.c): one lock-free ring, filled before each
+ * failure's error goes back and read by the crash report ("aborted 0.3 ms after cudaMalloc(837538000)
+ * failed, report PATH": the last OT_RECENT_FAILURES) and the flight recorder (all it has room for). */
 #define OT_RECENT_FAILURES 4
 typedef struct {
     uint64_t mono_ns;       /* CLOCK_MONOTONIC when it failed */
+    uint64_t realtime_ns;   /* CLOCK_REALTIME, the same moment */
     const char *api;        /* a string literal of the hook */
     uint64_t size;
-    const char *error_name;
+    int error_code;         /* errno or CUDA error number */
+    const char *error_name; /* a static string */
     bool device;
     int device_index;
     char report[600];       /* its JSON report, "" when none (max_reports, report=none) */
 } ot_failure_note_t;
+#define OT_FAILURE_RING 32
+void ot_failures_note(const ot_failure_t *f, const char *report_path); /* any thread, no lock */
+uint64_t ot_failures_head(void); /* how many were ever noted: entries [head - OT_FAILURE_RING, head) */
+/* Entry i: false while it is being written, or once a later lap has replaced it. */
+bool ot_failures_get(uint64_t i, ot_failure_note_t *out);
+/* The last max complete ones, oldest first; their number. */
+unsigned ot_failures_recent(ot_failure_note_t *out, unsigned max);
 
 /* Called by hooks before they hand an error back. Never calls malloc; errno is preserved. A refused
  * request (f->refused) gets one line in the log, for the first few and then at powers of two. */
@@ -616,8 +634,7 @@ extern OT_HIDDEN uint64_t ot_recorder_large_min; /* UINT64_MAX while the recorde
 void ot_recorder_init(void);                     /* after the options; creates nothing */
 void ot_recorder_on_level(int cls, int64_t level); /* live.c's level flush: class 0 host, 1 device */
 void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site);
-void ot_recorder_failure(const char *api, uint64_t size, int code, const char *error_name, bool device,
-                         const char *report_path);
+void ot_recorder_failure(void); /* one was noted (ot_failures_note): into the file soon */
 void ot_recorder_note_report(const char *path); /* a report this process wrote */
 void ot_recorder_update_now(void);  /* rewrite the file now if it exists (a snapshot, tests) */
 void ot_recorder_close(void);       /* normal exit or final report written: the file goes */

@@ -115,7 +115,7 @@ static uint64_t g_kind_peak[OT_KIND_COUNT];
 static char g_last_report[256];
 static _Atomic unsigned g_reports; /* reports this process wrote (report.c tells us) */
 
-/* Large allocations and failures: filled by any thread, lock-free. Entry i is complete once its
+/* Large allocations: filled by any thread, lock-free. Entry i is complete once its
  * seq reads i + 1 (a later lap's writer may have replaced it: seq > i + 1, skipped). */
 #define LARGE_STAGE 1024u
 typedef struct {
@@ -127,23 +127,7 @@ typedef struct {
 static large_stage_t g_large[LARGE_STAGE];
 static _Atomic uint64_t g_large_claim;
 
-#define FAIL_STAGE 32u
-typedef struct {
-    _Atomic uint64_t seq;
-    uint64_t rt, mono, size;
-    int32_t code;
-    uint32_t device;
-    char api[32], error_name[48], report[256];
-} fail_stage_t;
-static fail_stage_t g_fail[FAIL_STAGE];
-static _Atomic uint64_t g_fail_claim;
 
-static uint64_t clock_ns(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void warn_once(const char *what, const char *path, const char *why)
 {
@@ -217,8 +201,8 @@ static void fill_identity(ot_rec_file_t *h, pid_t pid, uint64_t start, uint32_t 
     for (; sup && *sup >= '0' && *sup <= '9' && sp < 100000000; sup++) sp = sp * 10 + (*sup - '0');
     h->supervisor_pid = sp;
     h->uid = (uint32_t)getuid();
-    h->created_realtime_ns = clock_ns(CLOCK_REALTIME);
-    h->created_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    h->created_realtime_ns = ot_clock_ns(CLOCK_REALTIME);
+    h->created_mono_ns = ot_clock_ns(CLOCK_MONOTONIC);
     h->exec_count = exec_count;
     h->ptr_bits = (uint32_t)(sizeof(void *) * 8);
     h->recorder_bytes = ot_opt.recorder_bytes;
@@ -412,7 +396,7 @@ static void sites_scan(void)
         }
     }
     g_n_sites = out;
-    g_sites_stamp = clock_ns(CLOCK_REALTIME);
+    g_sites_stamp = ot_clock_ns(CLOCK_REALTIME);
 }
 
 static void probe_mem(void)
@@ -423,7 +407,7 @@ static void probe_mem(void)
     g_mem = (ot_rec_host_mem_t){m.mem_total, m.mem_available, m.swap_total, m.swap_free, m.vm_size, m.vm_rss,
                                 m.vm_peak, m.vm_data, m.rlimit_as, m.rlimit_data, m.cgroup_limit, m.cgroup_usage,
                                 m.cgroup_swap_limit, m.cgroup_version, m.ptr_bits, m.overcommit_memory,
-                                clock_ns(CLOCK_REALTIME)};
+                                ot_clock_ns(CLOCK_REALTIME)};
     ot_strlcpy(g_cgroup_path, m.cgroup_version ? m.cgroup_path : "", sizeof g_cgroup_path);
 }
 
@@ -477,27 +461,28 @@ static void copy_large(ot_rec_frame_t *f)
     f->large_head = i;
 }
 
+/* From the process's one ring of failures (failures.c). */
 static void copy_failures(ot_rec_frame_t *f)
 {
-    uint64_t head = atomic_load_explicit(&g_fail_claim, memory_order_acquire), from = f->failure_head;
-    uint64_t cap = L.cap[OT_REC_SEC_FAILURES] < FAIL_STAGE ? L.cap[OT_REC_SEC_FAILURES] : FAIL_STAGE;
+    uint64_t head = ot_failures_head(), from = f->failure_head;
+    uint64_t cap = L.cap[OT_REC_SEC_FAILURES] < OT_FAILURE_RING ? L.cap[OT_REC_SEC_FAILURES] : OT_FAILURE_RING;
     if (head - from > cap) from = head - cap;
     uint64_t i = from;
     for (; i < head; i++) {
-        fail_stage_t *g = &g_fail[i % FAIL_STAGE];
-        uint64_t seq = atomic_load_explicit(&g->seq, memory_order_acquire);
-        if (seq < i + 1) break;
+        ot_failure_note_t n;
+        bool ok = ot_failures_get(i, &n);
+        if (!ok && ot_failures_head() - i <= OT_FAILURE_RING) break; /* still being written: the next update */
         ot_rec_failure_t *e = section(f, OT_REC_SEC_FAILURES, i);
         ot_memset(e, 0, sizeof *e);
-        if (seq > i + 1) continue;
-        e->realtime_ns = g->rt;
-        e->mono_ns = g->mono;
-        e->size = g->size;
-        e->error_code = g->code;
-        e->device = g->device;
-        ot_memcpy(e->api, g->api, sizeof e->api);
-        ot_memcpy(e->error_name, g->error_name, sizeof e->error_name);
-        ot_memcpy(e->report, g->report, sizeof e->report);
+        if (!ok) continue; /* replaced by a later lap before we copied it */
+        e->realtime_ns = n.realtime_ns;
+        e->mono_ns = n.mono_ns;
+        e->size = n.size;
+        e->error_code = n.error_code;
+        e->device = n.device;
+        ot_strlcpy(e->api, n.api, sizeof e->api);
+        ot_strlcpy(e->error_name, n.error_name, sizeof e->error_name);
+        ot_strlcpy(e->report, n.report, sizeof e->report);
     }
     f->failure_head = i;
 }
@@ -518,8 +503,8 @@ static void write_frame(void)
     (void)__atomic_exchange_n(&f->seq, seq + 1, __ATOMIC_ACQ_REL);
 
     f->update_no = no;
-    f->update_realtime_ns = clock_ns(CLOCK_REALTIME);
-    f->update_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    f->update_realtime_ns = ot_clock_ns(CLOCK_REALTIME);
+    f->update_mono_ns = ot_clock_ns(CLOCK_MONOTONIC);
     uint32_t flags = 0;
     if (ot_opt.cuda && ot_cuda_active()) flags |= OT_REC_F_CUDA;
     for (unsigned k = 0; k < OT_KIND_COUNT && k < OT_REC_KINDS; k++) {
@@ -570,7 +555,7 @@ static void write_frame(void)
 /* The periodic parts, then a frame. Lock held. force: all of them now (a failure, a snapshot). */
 static void update(uint64_t now_coarse, bool force)
 {
-    uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+    uint64_t mono = ot_clock_ns(CLOCK_MONOTONIC);
     if (force) g_next_sample_ns = g_next_sites_ns = 0;
     if (mono >= g_next_probe_ns) {
         probe_mem();
@@ -581,7 +566,7 @@ static void update(uint64_t now_coarse, bool force)
     uint64_t since = mono - g_last_sample_ns;
     if (mono >= g_next_sample_ns || (moved >= SAMPLE_BYTES && since >= SAMPLE_EVERY_NS / 10) ||
         (moved >= (256 << 10) && since >= UPDATE_EVERY_NS)) {
-        sample(clock_ns(CLOCK_REALTIME), mono);
+        sample(ot_clock_ns(CLOCK_REALTIME), mono);
         g_next_sample_ns = mono + SAMPLE_EVERY_NS;
         g_last_sample_ns = mono;
         g_sample_level = level;
@@ -594,7 +579,7 @@ static void update(uint64_t now_coarse, bool force)
     if (mono >= g_next_sites_ns) {
         sites_scan();
         /* A scan costs at most 2% of the time between scans. */
-        uint64_t took = clock_ns(CLOCK_MONOTONIC) - mono;
+        uint64_t took = ot_clock_ns(CLOCK_MONOTONIC) - mono;
         g_next_sites_ns = mono + (took * 50 > SITES_EVERY_NS ? took * 50 : SITES_EVERY_NS);
     }
     write_frame();
@@ -673,7 +658,7 @@ static void create(pid_t pid)
     fill_identity(file_head(), pid, start, exec_count);
     modules_refresh(true);
     sites_scan();
-    uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+    uint64_t mono = ot_clock_ns(CLOCK_MONOTONIC);
     g_next_probe_ns = mono + PROBE_EVERY_NS;
     g_next_modcheck_ns = mono + MODCHECK_EVERY_NS;
     g_next_sites_ns = mono + SITES_EVERY_NS;
@@ -683,7 +668,7 @@ static void create(pid_t pid)
         unlink(g_path); /* closed meanwhile (exit, exec) */
         return;
     }
-    update(clock_ns(CLOCK_MONOTONIC_COARSE), false);
+    update(ot_clock_ns(CLOCK_MONOTONIC_COARSE), false);
     if (ot_opt.verbose) ot_warn("flight recorder: %s", g_path);
 }
 
@@ -712,7 +697,7 @@ void ot_recorder_on_level(int cls, int64_t level)
     if (OT_LIKELY(st == RS_LIVE)) {
         int64_t total = level + ot_live_approx_level(!cls);
         int64_t moved = total - atomic_load_explicit(&g_last_level, memory_order_relaxed);
-        uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+        uint64_t now = ot_clock_ns(CLOCK_MONOTONIC_COARSE);
         if (now - atomic_load_explicit(&g_last_ns, memory_order_relaxed) < UPDATE_EVERY_NS && moved < UPDATE_BYTES &&
             moved > -UPDATE_BYTES)
             return;
@@ -729,8 +714,8 @@ void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site)
     uint64_t i = atomic_fetch_add_explicit(&g_large_claim, 1, memory_order_relaxed);
     large_stage_t *g = &g_large[i % LARGE_STAGE];
     (void)atomic_exchange_explicit(&g->seq, 0, memory_order_acq_rel); /* incomplete before any field changes */
-    g->rt = clock_ns(CLOCK_REALTIME_COARSE);
-    g->mono = clock_ns(CLOCK_MONOTONIC_COARSE);
+    g->rt = ot_clock_ns(CLOCK_REALTIME_COARSE);
+    g->mono = ot_clock_ns(CLOCK_MONOTONIC_COARSE);
     g->size = size;
     int64_t h = ot_live_approx_level(0), d = ot_live_approx_level(1);
     g->live_host = h > 0 ? (uint64_t)h : 0;
@@ -741,25 +726,12 @@ void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site)
     atomic_store_explicit(&g->seq, i + 1, memory_order_release);
 }
 
-void ot_recorder_failure(const char *api, uint64_t size, int code, const char *error_name, bool device,
-                         const char *report_path)
+void ot_recorder_failure(void)
 {
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == RS_OFF) return;
-    uint64_t i = atomic_fetch_add_explicit(&g_fail_claim, 1, memory_order_relaxed);
-    fail_stage_t *g = &g_fail[i % FAIL_STAGE];
-    (void)atomic_exchange_explicit(&g->seq, 0, memory_order_acq_rel); /* incomplete before any field changes */
-    g->rt = clock_ns(CLOCK_REALTIME);
-    g->mono = clock_ns(CLOCK_MONOTONIC);
-    g->size = size;
-    g->code = code;
-    g->device = device;
-    ot_strlcpy(g->api, api ? api : "", sizeof g->api);
-    ot_strlcpy(g->error_name, error_name ? error_name : "", sizeof g->error_name);
-    ot_strlcpy(g->report, report_path ? report_path : "", sizeof g->report);
-    atomic_store_explicit(&g->seq, i + 1, memory_order_release);
     /* Written down now; a failing loop at most every 10 ms (its later failures with the next update). */
     static _Atomic uint64_t last_ns;
-    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE), was = atomic_load_explicit(&last_ns, memory_order_relaxed);
+    uint64_t now = ot_clock_ns(CLOCK_MONOTONIC_COARSE), was = atomic_load_explicit(&last_ns, memory_order_relaxed);
     if (atomic_load(&g_state) == RS_LIVE && (was == 0 || now - was >= 10000000ull)) {
         atomic_store_explicit(&last_ns, now ? now : 1, memory_order_relaxed);
         slow(RS_LIVE, now, false);
@@ -775,7 +747,7 @@ void ot_recorder_note_report(const char *path)
 void ot_recorder_update_now(void)
 {
     if (atomic_load(&g_state) != RS_LIVE) return;
-    slow(RS_LIVE, clock_ns(CLOCK_MONOTONIC_COARSE), true);
+    slow(RS_LIVE, ot_clock_ns(CLOCK_MONOTONIC_COARSE), true);
 }
 
 const char *ot_recorder_path(void)

@@ -26,9 +26,6 @@ static inline bool refusal_has_line(unsigned n) { return n <= REFUSALS_IN_FULL |
 
 static ot_report_t R; /* guarded by report_busy */
 static _Atomic long report_owner; /* tid holding report_busy: a signal on that thread must not wait */
-/* The last allocation failures (ring, under report_busy), for a later crash report. */
-static ot_failure_note_t recent[OT_RECENT_FAILURES];
-static unsigned recent_count;
 
 static int open_new_file(const char *path)
 {
@@ -102,20 +99,6 @@ static bool lock_report_signal(long wait_ms)
     return true;
 }
 
-/* Under report_busy. report: the JSON path, "" for none. */
-static void note_failure(const ot_failure_t *f, const char *report)
-{
-    ot_failure_note_t *n = &recent[recent_count++ % OT_RECENT_FAILURES];
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    n->mono_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    n->api = f->api;
-    n->size = f->size;
-    n->error_name = f->error_name;
-    n->device = f->device;
-    n->device_index = f->device_index;
-    ot_strlcpy(n->report, report, sizeof n->report);
-}
 
 
 /* A new report file from a path template, numbered (%n) from the one counter of this process's
@@ -229,11 +212,8 @@ void ot_report_failure(const ot_failure_t *f)
                 ot_buf_flush(&b);
             }
         }
-        if (lock_report(false)) {
-            note_failure(f, "");
-            unlock_report();
-        }
-        ot_recorder_failure(f->api, f->size, f->error_code, f->error_name, f->device, NULL);
+        ot_failures_note(f, "");
+        ot_recorder_failure();
         errno = saved;
         return;
     }
@@ -259,13 +239,11 @@ void ot_report_failure(const ot_failure_t *f)
         }
     }
     emit();
-    note_failure(f, R.json_path);
-    char json[sizeof R.json_path];
-    ot_strlcpy(json, R.json_path, sizeof json);
+    ot_failures_note(f, R.json_path);
     ot_in_hook--;
     unlock_report();
     /* Into the flight recorder (after the lock: its update may look at the pressure, which reports). */
-    ot_recorder_failure(f->api, f->size, f->error_code, f->error_name, f->device, json);
+    ot_recorder_failure();
     errno = saved;
 }
 
@@ -341,10 +319,7 @@ void ot_report_crash(const ot_crash_t *c)
     ot_memcpy(R.ips, c->ips, sizeof R.ips);
     R.in_signal = true;
     R.crash = c;
-    unsigned have = recent_count < OT_RECENT_FAILURES ? recent_count : OT_RECENT_FAILURES;
-    for (unsigned i = 0; i < have; i++)
-        R.recent[i] = recent[(recent_count - have + i) % OT_RECENT_FAILURES];
-    R.n_recent = have;
+    R.n_recent = ot_failures_recent(R.recent, OT_RECENT_FAILURES);
     gather_emit("crash", NULL, reason);
     /* The process has spoken for itself: its state file goes, so the supervisor adds no "killed"
      * report for the same death. */
