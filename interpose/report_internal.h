@@ -48,6 +48,8 @@ typedef struct {
     unsigned n_large;
     const ot_rec_sample_t *hist; /* the memory history, oldest first */
     unsigned n_hist;
+    const ot_rec_failure_t *fail; /* the last allocation failures, oldest first (strings terminated) */
+    unsigned n_fail;
     unsigned failures_seen, reports_written;
     const char *last_report; /* "" none */
 } ot_report_killed_t;

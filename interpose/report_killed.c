@@ -196,6 +196,23 @@ void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
         ot_buf_bytes(b, l->live_host);
         ot_buf_putc(b, '\n');
     }
+    from = k->n_fail > 4 ? k->n_fail - 4 : 0;
+    if (k->n_fail)
+        ot_buf_printf(b, "oomtrace: the last %u allocation failures (newest last; %u in all):\n", k->n_fail - from,
+                      k->failures_seen > k->n_fail ? k->failures_seen : k->n_fail);
+    for (unsigned i = from; i < k->n_fail; i++) {
+        const ot_rec_failure_t *e = &k->fail[i];
+        ot_buf_puts(b, "oomtrace:   ");
+        if (k->died_realtime_ns > e->realtime_ns) {
+            put_ms(b, k->died_realtime_ns - e->realtime_ns);
+            ot_buf_puts(b, " before death: ");
+        }
+        ot_buf_printf(b, "%s(", e->api);
+        ot_buf_u64(b, e->size);
+        ot_buf_printf(b, ") failed (%s)", e->error_name[0] ? e->error_name : "?");
+        if (e->report[0]) ot_buf_printf(b, ", report %s", e->report);
+        ot_buf_putc(b, '\n');
+    }
     if (k->n_hist) {
         /* At most 8 points spread over the history: the shape of the growth, not every sample. */
         ot_buf_printf(b, "oomtrace: memory history (%u samples), live host / device / VmRSS:\n", k->n_hist);
@@ -284,6 +301,19 @@ void ot_report_json_killed(ot_buf_t *b, const ot_report_t *r)
         ot_buf_printf(b, ",\"live_host\":%llu,\"live_device\":%llu,\"stack\":", (unsigned long long)l->live_host,
                       (unsigned long long)l->live_device);
         ot_report_json_stack(b, (const uintptr_t *)l->ips, l->depth);
+        ot_buf_putc(b, '}');
+    }
+    ot_buf_puts(b, "],\"failures\":[");
+    for (unsigned i = 0; i < k->n_fail; i++) {
+        const ot_rec_failure_t *e = &k->fail[i];
+        ot_buf_puts(b, i ? ",{\"time_ns\":" : "{\"time_ns\":");
+        ot_buf_u64(b, e->realtime_ns);
+        ot_buf_puts(b, ",\"api\":");
+        ot_buf_json_str(b, e->api);
+        ot_buf_printf(b, ",\"size\":%llu,\"error\":", (unsigned long long)e->size);
+        ot_buf_json_str(b, e->error_name[0] ? e->error_name : NULL);
+        ot_buf_printf(b, ",\"error_code\":%d,\"device\":%s,\"report\":", e->error_code, e->device ? "true" : "false");
+        ot_buf_json_str(b, e->report[0] ? e->report : NULL);
         ot_buf_putc(b, '}');
     }
     ot_buf_puts(b, "],\"history\":[");

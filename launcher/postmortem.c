@@ -42,12 +42,6 @@ typedef struct {
     uint64_t forwarded_ns;
 } pm_ctx_t;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* OOMTRACE_OPTIONS as the child's library reads it; keys this build does not know are left to the
  * library (their messages were the child's to print). state_dir= is read here as the recorder does. */
@@ -188,7 +182,7 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
     R.report_no = fr->reports_written + 1;
     R.suppressed_failures = fr->failures_seen > fr->reports_written ? fr->failures_seen - fr->reports_written : 0;
     R.tid = id->pid;
-    R.when = (time_t)((c->died_ns ? c->died_ns : now_ns()) / 1000000000ull);
+    R.when = (time_t)((c->died_ns ? c->died_ns : ot_clock_ns(CLOCK_REALTIME)) / 1000000000ull);
 
     K.signal = c->signal;
     K.by = c->by;
@@ -221,6 +215,8 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
     K.large = sf->large + (sf->n_large - K.n_large);
     K.n_hist = sf->n_hist < 16384 ? sf->n_hist : 16384;
     K.hist = sf->hist + (sf->n_hist - K.n_hist);
+    K.n_fail = sf->n_fail < 32 ? sf->n_fail : 32;
+    K.fail = sf->fail + (sf->n_fail - K.n_fail);
     K.failures_seen = fr->failures_seen;
     K.reports_written = fr->reports_written;
     K.last_report = fr->last_report;
@@ -281,7 +277,7 @@ static uint64_t g_forwarded_ns;
 void ot_pm_note_forwarded(int sig)
 {
     g_forwarded_signal = sig;
-    g_forwarded_ns = now_ns();
+    g_forwarded_ns = ot_clock_ns(CLOCK_REALTIME);
 }
 
 void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
@@ -297,7 +293,7 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
     c.why = v.why;
     c.cg = after;
     c.supervisor_pid = getpid();
-    c.died_ns = now_ns();
+    c.died_ns = ot_clock_ns(CLOCK_REALTIME);
     c.forwarded_signal = g_forwarded_signal;
     c.forwarded_ns = g_forwarded_ns;
     char dir[600], path[1024];

@@ -116,6 +116,13 @@ if f=$(ls "$S"/oomtrace-"${PID:-x}"-*.rec 2>/dev/null) && pm "$f" "$T/fail.json"
 else
     fail recorder_failure_noted "$(cat "$T/fail.out"); $(json_get "$T/fail.json" "r['killed']" 2>&1 | head -c 300)"
 fi
+# ... and the failure itself, from the one ring the crash report reads too: what, how big, its report
+if [ -s "$T/fail.json" ] && [ "$(json_get "$T/fail.json" "[(e['api'], e['size'], e['error'], e['report']) for e in r['killed']['failures']] == [('malloc', 1 << 60, 'ENOMEM', '$T/fail.$PID.json')]")" = True ] &&
+    grep -q "^oomtrace:   \(.* before death: \)\?malloc($((1 << 60))) failed (ENOMEM), report $T/fail.$PID.json" "$T/fail.json.log"; then
+    pass recorder_failure_in_killed_report
+else
+    fail recorder_failure_in_killed_report "$(json_get "$T/fail.json" "r['killed']['failures']" 2>&1 | head -c 300); $(grep failed "$T/fail.json.log" 2>&1 | head -3)"
+fi
 
 # --- hostile places
 S=$T/state-open; mkdir -m 777 "$S"
