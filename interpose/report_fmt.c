@@ -3,10 +3,32 @@
 #include "report_internal.h"
 
 static ot_frame_t frame_tmp;
+/* This thread's frames get file and line (ot_symbolize_line, which allocates): set by the leak
+ * report and the launcher only, and cleared by the signal-path entry points while they write. */
+static OT_TLS bool frame_lines;
+
+bool ot_report_runtime_module(const char *m)
+{
+    static const char *const sys[] = {"/libc.so", "/libstdc++.so", "/libgcc_s.so", "/ld-linux", "/libm.so",
+                                      "/libpthread.so", "/liboomtrace.so", "/libdl.so"};
+    for (unsigned i = 0; m && i < sizeof sys / sizeof *sys; i++)
+        if (ot_strstr(m, sys[i])) return true;
+    return false;
+}
+
+bool ot_report_frames_with_lines(bool on)
+{
+    bool was = frame_lines;
+    frame_lines = on;
+    return was;
+}
 
 const ot_frame_t *ot_report_frame(uintptr_t ret_addr)
 {
     ot_symbolize(ret_addr > 0 ? ret_addr - 1 : ret_addr, &frame_tmp);
+    /* Not in the C and C++ runtimes and the loader: not the program's code, and their separate
+     * debug files (libc6-dbg) are large and compressed, ~80 ms a process to read. */
+    if (frame_lines && !ot_report_runtime_module(frame_tmp.module)) ot_symbolize_line(&frame_tmp);
     return &frame_tmp;
 }
 
