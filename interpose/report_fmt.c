@@ -9,10 +9,17 @@ static OT_TLS bool frame_lines;
 
 bool ot_report_runtime_module(const char *m)
 {
-    static const char *const sys[] = {"/libc.so", "/libstdc++.so", "/libgcc_s.so", "/ld-linux", "/libm.so",
-                                      "/libpthread.so", "/liboomtrace.so", "/libdl.so"};
-    for (unsigned i = 0; m && i < sizeof sys / sizeof *sys; i++)
-        if (ot_strstr(m, sys[i])) return true;
+    /* By the file name's start: asked for every frame of a report, so no search of the path. */
+    static const struct { const char *s; size_t n; } sys[] = {
+        {"libc.so", 7}, {"libstdc++.so", 12}, {"libgcc_s.so", 11}, {"ld-linux", 8}, {"libm.so", 7},
+        {"libpthread.so", 13}, {"liboomtrace.so", 14}, {"libdl.so", 8}};
+    if (!m) return false;
+    const char *base = m;
+    for (const char *p = m; *p; p++)
+        if (*p == '/') base = p + 1;
+    if (base == m || base[0] != 'l') return false; /* not a path; not lib* or ld-* */
+    for (unsigned i = 0; i < sizeof sys / sizeof *sys; i++)
+        if (!ot_strncmp(base, sys[i].s, sys[i].n)) return true;
     return false;
 }
 

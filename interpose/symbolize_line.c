@@ -61,6 +61,17 @@ static unsigned dw_nmods, dw_last;
 static char dw_pool[DW_POOL];
 static size_t dw_pool_len;
 
+/* Lines already looked up, by address and module (a report asks for each frame three or four
+ * times: suppressions, text, JSON, JUnit; and sites share their callers). file NULL: none known.
+ * The file names belong to the session: cleared with it. */
+#define DW_HITS 4096
+static struct {
+    uintptr_t ip;
+    Dwfl_Module *mod;
+    const char *file;
+    int line;
+} dw_hits[DW_HITS];
+
 static volatile int dw_busy;
 
 static void set_note(const char *why)
@@ -137,6 +148,7 @@ static Dwfl_Module *module_for(const char *path, uintptr_t bias)
         /* Full: start a new session (a long-running launcher symbolizing many dead processes). */
         dw.end(dw_session);
         dw_session = NULL;
+        ot_memset(dw_hits, 0, sizeof dw_hits);
     }
     if (!dw_session) {
         dw_nmods = 0;
@@ -165,9 +177,20 @@ bool ot_symbolize_line(ot_frame_t *fr)
     int saved = errno;
     bool found = false;
     Dwfl_Module *m = load() ? module_for(fr->module, fr->ip - fr->offset) : NULL;
-    Dwfl_Line *l = m ? dw.module_getsrc(m, fr->ip) : NULL;
     int line = 0;
-    const char *file = l ? dw.lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+    const char *file = NULL;
+    if (m) {
+        typeof(dw_hits[0]) *h = &dw_hits[(fr->ip ^ fr->ip >> 12) % DW_HITS];
+        if (h->mod != m || h->ip != fr->ip) {
+            Dwfl_Line *l = dw.module_getsrc(m, fr->ip);
+            h->ip = fr->ip;
+            h->mod = m;
+            h->line = 0;
+            h->file = l ? dw.lineinfo(l, NULL, &h->line, NULL, NULL, NULL) : NULL;
+        }
+        file = h->file;
+        line = h->line;
+    }
     if (file && file[0] && line > 0) {
         ot_strlcpy(fr->file, file, sizeof fr->file);
         fr->line = line;
