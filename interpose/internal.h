@@ -241,6 +241,9 @@ unsigned ot_stack_capture_exact_at(uintptr_t *ips, unsigned max, const ot_origin
  * was inside libunwind already (its lock may be held). */
 unsigned ot_stack_capture_signal(uintptr_t *ips, unsigned max, void *ucontext);
 void ot_stack_init(void); /* warms the unwinder up (called once at start-up, outside hooks) */
+/* Is this thread running a signal handler (a signal frame among its callers)? For code that may
+ * call malloc only outside one: exit() called from a handler that interrupted malloc. */
+bool ot_stack_in_signal_handler(void);
 void ot_stack_flush(void); /* after dlclose: drop cached unwind info keyed by address */
 /* unwind.c: the DWARF-CFI walker behind ot_stack_capture. Frame 0 is (ip, sp, bp); returns the
  * frames written, or -1 where it does not model a frame and libunwind must walk instead. */
@@ -297,11 +300,22 @@ typedef struct {
     const char *module;  /* path, points into a static cache valid until the next refresh */
     uintptr_t offset;    /* ip - module load base (addr2line -e module offset) */
     char function[512];  /* demangled where possible; "" if unknown */
-    char file[256];      /* "" if unknown */
+    char file[256];      /* "" if unknown (ot_symbolize_line fills it) */
     int line;            /* 0 if unknown */
+    bool module_file;    /* module is a file whose build is the one loaded: its DWARF may be read */
 } ot_frame_t;
 void ot_symbolize_begin(void);  /* refresh the module map (once per report) */
 void ot_symbolize(uintptr_t ip, ot_frame_t *out);
+/* symbolize_line.c, the slow path: file and line of fr (from ot_symbolize) from its module's DWARF
+ * through elfutils' libdwfl, dlopen'ed. It calls malloc and opens files: only where malloc is safe
+ * (the leak report, the launcher), never on a failure or signal path. ot_symbolize_lines_use names
+ * the library ("libdw.so.1"; "none", "" or NULL: off), loaded by the first lookup that needs it
+ * (once loaded it stays, whatever is named later, until "none");
+ * ot_symbolize_lines_note says why it could not be (NULL: nothing went wrong). ot_symbolize_line:
+ * false when no line is known, or when another lookup is in progress (it never waits). */
+void ot_symbolize_lines_use(const char *lib);
+const char *ot_symbolize_lines_note(void);
+bool ot_symbolize_line(ot_frame_t *fr);
 /* Symbolize against a module map given by the caller instead of /proc/self/maps (the launcher: a
  * dead process's modules from its state file) until the next ot_symbolize_begin. A file whose
  * build-id differs from build_id (when given), or that is gone, keeps module+offset frames but no
@@ -378,6 +392,7 @@ typedef struct {
     uint64_t leak_min_bytes;         /* sites with fewer lost bytes are not listed */
     char suppressions[512];          /* LSan-format suppression file, "" = none */
     char junit[512];                 /* JUnit XML path template, "" = none */
+    char libdw[256];                 /* elfutils' libdw for the leak report's file:line, "none" = off */
 } ot_options_t;
 extern OT_HIDDEN ot_options_t ot_opt;
 void ot_options_defaults(ot_options_t *o);

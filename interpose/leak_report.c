@@ -1,7 +1,8 @@
 /* The leak check's report: groups the scan (leak.c) by call site, host and device apart, applies
  * LSan-format and built-in suppressions, writes text (log=), JSON (report=, event "leak_check") and
  * JUnit XML (junit=). Runs at exit only, after the other threads were let go: static buffers and
- * ot_mmap'd memory, raw writes; no malloc, no stdio.
+ * ot_mmap'd memory, raw writes; no malloc, no stdio, but for elfutils' libdw, which reads the
+ * frames' file and line (symbolize_line.c) and is kept out when exit came from a signal handler.
  * Stacks and times through report_fmt.c's writers (one symbolizer); the log and the files are
  * report.c's (ot_report_log_fd, ot_report_open_file). */
 #include <errno.h>
@@ -35,6 +36,7 @@ static char *supp_text;
 
 static char out_mem[16384];
 static ot_frame_t fr; /* a copy of the last frame symbolized */
+static bool in_handler; /* exit was called from a signal handler: no file:line (libdw allocates) */
 
 /* ---------------------------------------------------------------- suppressions */
 
@@ -118,16 +120,8 @@ static void load_rules(void)
     }
 }
 
-static bool own_module(const char *m)
-{
-    /* The program's own code, as opposed to the C and C++ runtimes and the loader. */
-    static const char *const sys[] = {"/libc.so", "/libstdc++.so", "/libgcc_s.so", "/ld-linux", "/libm.so",
-                                      "/libpthread.so", "/liboomtrace.so", "/libdl.so"};
-    if (!m || !*m) return false;
-    for (unsigned i = 0; i < sizeof sys / sizeof *sys; i++)
-        if (ot_strstr(m, sys[i])) return false;
-    return true;
-}
+/* The program's own code, as opposed to the C and C++ runtimes and the loader. */
+static bool own_module(const char *m) { return m && *m && !ot_report_runtime_module(m); }
 
 static void symbolize_ret(uintptr_t ip) { fr = *ot_report_frame(ip); }
 
@@ -298,6 +292,8 @@ static void write_text(int fd, const ot_leak_scan_t *sc, const totals_t *t, bool
     ot_buf_printf(&b, "; %llu.%03llu s\n", (unsigned long long)(sc->ns / 1000000000),
                   (unsigned long long)(sc->ns / 1000000 % 1000));
     if (sc->incomplete) ot_buf_printf(&b, "oomtrace: note: %s\n", sc->note);
+    const char *lines_note = in_handler ? "no file:line: exit was called from a signal handler" : ot_symbolize_lines_note();
+    if (lines_note) ot_buf_printf(&b, "oomtrace: note: %s\n", lines_note);
     for (int pass = 0; pass < 3; pass++) { /* lost, suppressed, reachable */
         for (int d = 0; d < 2; d++)
             for (size_t i = 0; i < ngroups; i++) {
@@ -553,6 +549,12 @@ bool ot_leak_check_run(void)
         ot_warn("leak check: out of memory for the report; no leak check");
         return false;
     }
+    /* Frames with file and line (libdw allocates): the other threads run again, and this one is in
+     * no allocator, unless exit was called from a signal handler that may have interrupted one. */
+    bool lines = ot_strcmp(ot_opt.libdw, "none") != 0;
+    in_handler = lines && ot_stack_in_signal_handler();
+    ot_symbolize_lines_use(ot_opt.libdw);
+    bool lines_were = ot_report_frames_with_lines(lines && !in_handler);
     totals_t t;
     classify(&t);
     bool failed = t.lost[0].count + t.lost[1].count > 0;
@@ -572,5 +574,6 @@ bool ot_leak_check_run(void)
             ot_warn("leak check: cannot create junit=%s: %s", ot_opt.junit, ot_errno_name(errno));
         }
     }
+    ot_report_frames_with_lines(lines_were);
     return failed;
 }

@@ -27,6 +27,7 @@ void ot_options_defaults(ot_options_t *o)
     o->pressure = 0.9;
     o->leak_builtin_suppressions = true;
     o->leak_exitcode = 23;
+    ot_strlcpy(o->libdw, "libdw.so.1", sizeof o->libdw);
 }
 
 /* A fraction "0", "1", "0.9", ".95": three decimals at most, no suffix. */
@@ -95,7 +96,7 @@ int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
     static const char keys[] = "valid keys are report, log, stacks, stack_depth, sample_bytes, stack_min_bytes, "
                                "max_reports, top_sites, cuda, verbose, crash_signals, snapshot_signal, recorder, recorder_bytes, recorder_min_bytes, state_dir, pressure, "
                                "report_at_exit, leak_check, leak_exitcode, leak_min_bytes, leak_report_reachable, "
-                               "leak_builtin_suppressions, suppressions, junit";
+                               "leak_builtin_suppressions, suppressions, junit, libdw";
     int errors = 0;
     if (!s) return 0;
     while (*s) {
@@ -268,6 +269,11 @@ int ot_options_parse(const char *s, ot_options_t *o, ot_buf_t *err)
             if (!set_string(dst, sizeof o->suppressions, v, vl)) {
                 bad(err, k, kl, v, vl, sup ? "expected the path of an LSan-format suppression file"
                                            : "expected a path template (%p %h %e %r %n)");
+                errors++;
+            }
+        } else if (key_is(k, kl, "libdw")) {
+            if (!set_string(o->libdw, sizeof o->libdw, v, vl)) {
+                bad(err, k, kl, v, vl, "expected a library name or path such as libdw.so.1, or none");
                 errors++;
             }
         } else {

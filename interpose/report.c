@@ -304,6 +304,9 @@ void ot_report_crash(const ot_crash_t *c)
         return;
     }
     ot_in_hook++;
+    /* A signal path: no file:line lookups (they allocate), even where the signal interrupted the
+     * leak report on this thread. */
+    bool lines = ot_report_frames_with_lines(false);
     static char reason[160];
     ot_buf_t b;
     ot_buf_init(&b, reason, sizeof reason, -1);
@@ -327,6 +330,7 @@ void ot_report_crash(const ot_crash_t *c)
     R.crash = NULL;
     R.in_signal = false;
     R.n_recent = 0;
+    ot_report_frames_with_lines(lines);
     ot_in_hook--;
     unlock_report();
     errno = saved;
@@ -340,10 +344,12 @@ void ot_report_snapshot_signal(const char *reason)
         return;
     }
     ot_in_hook++;
+    bool lines = ot_report_frames_with_lines(false); /* as for crashes */
     R.depth = 0;
     R.in_signal = true;
     gather_emit("snapshot", NULL, reason);
     R.in_signal = false;
+    ot_report_frames_with_lines(lines);
     ot_in_hook--;
     unlock_report();
     errno = saved;

@@ -3,10 +3,39 @@
 #include "report_internal.h"
 
 static ot_frame_t frame_tmp;
+/* This thread's frames get file and line (ot_symbolize_line, which allocates): set by the leak
+ * report and the launcher only, and cleared by the signal-path entry points while they write. */
+static OT_TLS bool frame_lines;
+
+bool ot_report_runtime_module(const char *m)
+{
+    /* By the file name's start: asked for every frame of a report, so no search of the path. */
+    static const struct { const char *s; size_t n; } sys[] = {
+        {"libc.so", 7}, {"libstdc++.so", 12}, {"libgcc_s.so", 11}, {"ld-linux", 8}, {"libm.so", 7},
+        {"libpthread.so", 13}, {"liboomtrace.so", 14}, {"libdl.so", 8}};
+    if (!m) return false;
+    const char *base = m;
+    for (const char *p = m; *p; p++)
+        if (*p == '/') base = p + 1;
+    if (base == m || base[0] != 'l') return false; /* not a path; not lib* or ld-* */
+    for (unsigned i = 0; i < sizeof sys / sizeof *sys; i++)
+        if (!ot_strncmp(base, sys[i].s, sys[i].n)) return true;
+    return false;
+}
+
+bool ot_report_frames_with_lines(bool on)
+{
+    bool was = frame_lines;
+    frame_lines = on;
+    return was;
+}
 
 const ot_frame_t *ot_report_frame(uintptr_t ret_addr)
 {
     ot_symbolize(ret_addr > 0 ? ret_addr - 1 : ret_addr, &frame_tmp);
+    /* Not in the C and C++ runtimes and the loader: not the program's code, and their separate
+     * debug files (libc6-dbg) are large and compressed, ~80 ms a process to read. */
+    if (frame_lines && !ot_report_runtime_module(frame_tmp.module)) ot_symbolize_line(&frame_tmp);
     return &frame_tmp;
 }
 

@@ -122,6 +122,11 @@ void ot_report_crash_json(const ot_report_t *r, ot_buf_t *b); /* ,"crash":{...} 
  * the call and `addr2line -e module offset` prints the line of the call); the result is valid until
  * the next call. */
 const ot_frame_t *ot_report_frame(uintptr_t ret_addr);
+/* On: this thread's frames also get file and line from DWARF (ot_symbolize_line: it calls malloc,
+ * so only where that is safe: the leak report, the launcher). Returns the previous setting. */
+bool ot_report_frames_with_lines(bool on);
+/* Is module (a path) one of the C and C++ runtimes, the loader or oomtrace, not the program's code? */
+bool ot_report_runtime_module(const char *module);
 /* "function (module+0xoffset)" of a frame. */
 void ot_report_put_where(ot_buf_t *b, const ot_frame_t *fr);
 void ot_report_text_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth);

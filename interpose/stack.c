@@ -350,6 +350,22 @@ unsigned ot_stack_capture_signal(uintptr_t *ips, unsigned max, void *ucontext)
     return n;
 }
 
+bool ot_stack_in_signal_handler(void)
+{
+    unw_context_t uc;
+    unw_cursor_t cur;
+    bool in = false;
+    if (in_libunwind || unw_getcontext(&uc) != 0) return false;
+    in_libunwind++;
+    if (unw_init_local(&cur, &uc) == 0)
+        for (unsigned i = 0; i < 256 && !in; i++) {
+            in = unw_is_signal_frame(&cur) > 0;
+            if (unw_step(&cur) <= 0) break;
+        }
+    in_libunwind--;
+    return in;
+}
+
 void ot_stack_flush(void)
 {
     /* After dlclose: libunwind's global cache is keyed by address, and new code may be mapped

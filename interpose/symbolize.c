@@ -10,7 +10,8 @@
  * Addresses are looked up as given (a function pointer names its function). Captured stacks hold
  * return addresses: pass ip - 1 to name the call itself, so that addr2line shows the line of the
  * call and a call to a noreturn function at the very end of a function is not attributed to the
- * next one (a lookup that finds nothing at ip retries ip - 1 by itself). */
+ * next one (a lookup that finds nothing at ip retries ip - 1 by itself).
+ * File and line are not this file's: symbolize_line.c reads them from DWARF, on the slow path. */
 #include "internal.h"
 
 #include <elf.h>
@@ -1880,6 +1881,7 @@ void ot_symbolize(uintptr_t ip, ot_frame_t *out)
     out->function[0] = 0;
     out->file[0] = 0;
     out->line = 0;
+    out->module_file = false;
     if (!sy_lock()) {
         errno = saved;
         return;
@@ -1897,6 +1899,7 @@ void ot_symbolize(uintptr_t ip, ot_frame_t *out)
         }
         sy_elf_t *e = sy_elf_get(m, r);
         uintptr_t bias = m->base;
+        out->module_file = e->ok && !m->vdso;
         if (e->ok) {
             /* ELF vaddr = ip - bias; the PT_LOAD holding this mapping's file offset fixes the
              * bias, also for linkers that give segments p_vaddr != p_offset. */

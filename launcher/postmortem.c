@@ -233,12 +233,16 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
     }
     bool close_log;
     int lfd = open_log(c->opt.log, &close_log);
+    /* The launcher may allocate: its frames get file and line where the files have DWARF. */
+    ot_symbolize_lines_use(c->opt.libdw);
+    bool lines_were = ot_report_frames_with_lines(true);
     if (lfd >= 0) ot_report_write_text(&R, lfd);
     if (close_log) close(lfd);
     if (jfd >= 0) {
         ot_report_write_json(&R, jfd);
         close(jfd);
     }
+    ot_report_frames_with_lines(lines_were);
 }
 
 /* Reads, checks and reports one file; removes it once reported. 0 reported, 1 refused / invalid. */

@@ -64,6 +64,53 @@ check leak_thread_registers_saved test "$(json_get "$(leak_report "$LAST")" "r['
 leak leak_lost_beside_a_thread thread_lost mk_lost lost
 leak leak_own_mmap_region mmap mk_mmap reachable
 
+# File and line from DWARF (elfutils' libdw, dlopen'ed at report time): leaky is built with -g, and
+# the lost site's first frame is mk_lost's malloc call, on the line its source marks.
+# frame DIR FUNC: "file:line" of FUNC's frame in a listed site's stack, "none:None" where it has
+# none, "absent" where no frame is FUNC's
+frame() {
+    python3 - "$(leak_report "$1")" "$2" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for l in r["leaks"]:
+    for fr in l["stack"]:
+        if fr.get("function") == sys.argv[2]:
+            print("%s:%s" % (fr["file"] or "none", fr["line"]))
+            sys.exit(0)
+print("absent")
+EOF
+}
+mark=$(grep -n "leak_check.sh: the lost site's line" "$OT_ROOT/tests/targets/leaky.c" | cut -d: -f1)
+if ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 '; then
+    d=$(newdir leak_file_line); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$T" lost
+    check_report leak_file_line_json "$d" test "$(frame "$d" mk_lost)" = "tests/targets/leaky.c:$mark"
+    check leak_file_line_text grep -q "in mk_lost (.*/leaky+0x[0-9a-f]*) tests/targets/leaky.c:$mark\$" "$d/log.txt"
+    check_report leak_file_line_caller "$d" test "$(frame "$d" main | cut -d: -f1)" = tests/targets/leaky.c
+    # The C library's frames are left without (libc6-dbg's compressed DWARF: ~80 ms a process).
+    got=$(frame "$d" __libc_start_main)
+    check leak_file_line_not_libc test "$got" = none:None -o "$got" = absent
+    check leak_file_line_no_note bash -c "! grep -q 'note: no file:line' '$d/log.txt'"
+    # Suppressions match the file as well (as LSan's do).
+    printf 'leak:targets/leaky.c\n' >"$OT_TMP/file.supp"
+    leak leak_suppressed_by_file_name lost mk_lost suppressed "suppressions=$OT_TMP/file.supp"
+else
+    skip leak_file_line "libdw.so.1 not installed (Debian package libdw1): frames have no file and line"
+fi
+# Without libdw the report is the same, with no file and line, and says why; libdw=none: silently.
+d=$(newdir leak_no_libdw); OOMTRACE_OPTIONS_EXTRA="leak_check=1:libdw=$OT_TMP/no/libdw.so.1" run_preloaded "$d" "$T" lost
+check leak_no_libdw_status test "$RC" -eq 23
+check_report leak_no_libdw_lost "$d" test "$(state "$d" mk_lost)" = lost
+check_report leak_no_libdw_no_line "$d" test "$(frame "$d" mk_lost)" = none:None
+check leak_no_libdw_says_why grep -q "note: no file:line: cannot load elfutils' libdw (Debian package libdw1): $OT_TMP/no/libdw.so.1" "$d/log.txt"
+d=$(newdir leak_libdw_none); OOMTRACE_OPTIONS_EXTRA="leak_check=1:libdw=none" run_preloaded "$d" "$T" lost
+check_report leak_libdw_none_no_line "$d" test "$(frame "$d" mk_lost)" = none:None
+check leak_libdw_none_quiet bash -c "grep -q 'LOST host memory' '$d/log.txt' && ! grep -q 'note: no file:line' '$d/log.txt'"
+# exit() from a signal handler (which may have interrupted malloc): libdw, which allocates, is not used.
+d=$(newdir leak_sigexit); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$T" sigexit
+check leak_sigexit_status test "$RC" -eq 23
+check_report leak_sigexit_no_line "$d" test "$(frame "$d" mk_lost)" = none:None
+check leak_sigexit_says_why grep -q "note: no file:line: exit was called from a signal handler" "$d/log.txt"
+
 # Exit codes: the program's own failure status is kept, leak_exitcode= changes 23.
 d=$(newdir leak_status); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$T" lost 5
 check leak_program_failure_kept test "$RC" -eq 5

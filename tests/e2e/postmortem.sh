@@ -32,6 +32,15 @@ if [ "$PRC" -eq 0 ] && [ -f "$R" ] && [ ! -e "$SF" ]; then
     [ "$got" = "$want" ] && pass postmortem_left_over_file || fail postmortem_left_over_file "$got, want $want"
     grep -q 'died without a report of its own' "$D/log.txt" && pass postmortem_text_report ||
         fail postmortem_text_report "$(head -c 300 "$D/log.txt")"
+    # The launcher's frames have file and line (DWARF through libdw, as the leak report's).
+    if ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 '; then
+        mark=$(grep -n "postmortem.sh: the site's line" "$OT_ROOT/tests/targets/statefile_writer.c" | cut -d: -f1)
+        got=$(json_get "$R" "'%s:%s' % (r['sites'][0]['stack'][0]['file'], r['sites'][0]['stack'][0]['line'])")
+        [ "$got" = "tests/targets/statefile_writer.c:$mark" ] && pass postmortem_file_line ||
+            fail postmortem_file_line "$got, want tests/targets/statefile_writer.c:$mark"
+    else
+        skip postmortem_file_line "libdw.so.1 not installed (Debian package libdw1)"
+    fi
 else
     fail postmortem_left_over_file "status $PRC, files: $(ls "$D" | tr '\n' ' '); $(cat "$D/pm.err")"
 fi

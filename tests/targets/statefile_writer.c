@@ -259,7 +259,7 @@ static __attribute__((noinline)) void grow_buffers(uint64_t block, int max_block
         nblocks++;
         if (live > peak) peak = live;
         if (id) {
-            note_site(block);
+            note_site(block); /* postmortem.sh: the site's line */
             update(false);
         }
         memset(p, 1, block); /* the page faults the OOM killer answers */

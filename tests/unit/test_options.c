@@ -91,6 +91,15 @@ TEST(leak_items)
     EXPECT_CONTAINS(err, "suppression file");
     EXPECT_EQ_U(o.leak_exitcode, 23);
     EXPECT(!o.leak_check);
+    /* The library that gives frames file and line: libdw.so.1 by default, a path, or none. */
+    EXPECT_STR(o.libdw, "libdw.so.1");
+    EXPECT_EQ_U(parse("libdw=/opt/elfutils/lib/libdw.so.1", &o, err, sizeof err), 0);
+    EXPECT_STR(o.libdw, "/opt/elfutils/lib/libdw.so.1");
+    EXPECT_EQ_U(parse("libdw=none", &o, err, sizeof err), 0);
+    EXPECT_STR(o.libdw, "none");
+    EXPECT_EQ_U(parse("libdw=", &o, err, sizeof err), 1);
+    EXPECT_CONTAINS(err, "or none");
+    EXPECT_STR(o.libdw, "libdw.so.1"); /* the default kept */
 }
 
 TEST(templates)

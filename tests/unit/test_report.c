@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "report_internal.h"
 
 #include "malloc_counter.h"
 
@@ -296,5 +297,36 @@ TEST(report_file_never_follows_symlinks)
     EXPECT(python_ok("import json,sys; r=json.load(open(sys.argv[1])); assert r[\"event\"]==\"snapshot\" and r[\"failure\"] is None and r[\"reason\"]==\"unit test\"", alt));
 }
 
+/* File and line are the leak report's and the launcher's (libdw allocates): a failure report has
+ * none, and makes no malloc, even with the library named and the frames it would name known. */
+TEST(failure_report_without_file_line)
+{
+    setup("nolines");
+    ot_opt.max_reports = 1000; /* a full report, after the other tests' */
+    ot_symbolize_lines_use("libdw.so.1");
+    ot_symbolize_begin();
+    bool was = ot_report_frames_with_lines(true);
+    const ot_frame_t *fr = ot_report_frame((uintptr_t)__builtin_return_address(0));
+    bool known = fr->file[0] != 0;
+    ot_report_frames_with_lines(was);
+    EXPECT(!ot_report_frame((uintptr_t)__builtin_return_address(0))->file[0]); /* off again */
+#if HAVE_MALLOC_COUNTER
+    mallocs_seen = 0;
+    count_mallocs = 1;
+#endif
+    fake_hook_failure(4242);
+#if HAVE_MALLOC_COUNTER
+    count_mallocs = 0;
+    EXPECT_EQ_U(mallocs_seen, 0);
+#endif
+    EXPECT(python_ok("import glob,json,sys; r=json.load(open(glob.glob(sys.argv[1] + \"/r.*.json\")[0])); "
+                     "s=r[\"failure\"][\"stack\"]; "
+                     "assert s[0][\"function\"]==\"fake_hook_failure\", s[0]; "
+                     "assert all(f[\"file\"] is None and f[\"line\"] is None for f in s), s",
+                     dir));
+    ot_symbolize_lines_use(NULL);
+    if (!known) SKIP("no file:line with lines on either (%s)", ot_symbolize_lines_note() ? ot_symbolize_lines_note() : "no DWARF?");
+}
+
 TEST_MAIN(failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, calloc_header_is_the_call, flood_is_summarised,
-          refusals_get_a_line_not_a_report, report_file_never_follows_symlinks)
+          refusals_get_a_line_not_a_report, report_file_never_follows_symlinks, failure_report_without_file_line)

@@ -252,6 +252,32 @@ TEST(test_signal_handler)
     sigaction(SIGUSR1, &old, NULL);
 }
 
+/* ot_stack_in_signal_handler: the leak report's test before it lets libdw allocate. */
+static volatile int handler_saw = -1;
+static OT_NOINLINE void deeper_in_handler(void)
+{
+    handler_saw = ot_stack_in_signal_handler();
+    BARRIER();
+}
+static void on_signal_ask(int sig)
+{
+    (void)sig;
+    deeper_in_handler();
+}
+
+TEST(test_in_signal_handler)
+{
+    EXPECT(!ot_stack_in_signal_handler());
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal_ask;
+    ASSERT(sigaction(SIGUSR1, &sa, &old) == 0);
+    raise_in_chain();
+    sigaction(SIGUSR1, &old, NULL);
+    EXPECT_EQ_U(handler_saw, 1);
+    EXPECT(!ot_stack_in_signal_handler()); /* and out of it again */
+}
+
 /* Capturing allocates nothing, not even the first time in a new thread. */
 #if HAVE_MALLOC_COUNTER
 static int thread_mallocs;
@@ -1116,7 +1142,7 @@ TEST(test_cost_20_frames)
 }
 
 TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, test_skip,
-          test_depth_limit, test_other_thread, test_signal_handler, test_no_malloc,
+          test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
           test_cost_20_frames)

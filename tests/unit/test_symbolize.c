@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -689,8 +690,78 @@ TEST(test_demangle_vs_cxxfilt)
     EXPECT(ok * 100 >= n * 97);
 }
 
+/* ------------------------------------------------------------------ file and line (symbolize_line.c) */
+static OT_NOINLINE uintptr_t return_address(void)
+{
+    uintptr_t r = (uintptr_t)__builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+/* The line of a call, from this binary's DWARF (built with -g), as addr2line gives it. */
+TEST(test_line_of_call)
+{
+    uintptr_t ret = return_address(); int want = __LINE__;
+    ot_frame_t f;
+    ot_symbolize_begin();
+    ot_symbolize(ret - 1, &f);
+    ASSERT(f.module_file);
+    EXPECT(!ot_symbolize_line(&f)); /* off until a library is named */
+    EXPECT_STR(f.file, "");
+    ot_symbolize_lines_use("libdw.so.1");
+    bool found = ot_symbolize_line(&f);
+    if (!found && ot_symbolize_lines_note()) SKIP("%s", ot_symbolize_lines_note());
+    EXPECT(found);
+    EXPECT_CONTAINS(f.file, "tests/unit/test_symbolize.c");
+    EXPECT_EQ_U(f.line, want);
+    char cmd[1024], out[1024] = "";
+    snprintf(cmd, sizeof cmd, "addr2line -e '%s' %#lx 2>/dev/null", f.module, (unsigned long)f.offset);
+    FILE *p = popen(cmd, "r");
+    if (p && fgets(out, sizeof out, p)) {
+        char tail[300];
+        snprintf(tail, sizeof tail, "%s:%d", f.file, f.line);
+        EXPECT_CONTAINS(out, tail);
+    }
+    if (p) pclose(p);
+    /* Again, from the module already read; errno kept. */
+    ot_symbolize(ret - 1, &f);
+    errno = EDOM;
+    EXPECT(ot_symbolize_line(&f));
+    EXPECT_EQ_U(errno, EDOM);
+    EXPECT_EQ_U(f.line, want);
+    /* Frames without a file: the vdso, an unknown address. */
+    ot_symbolize((uintptr_t)getauxval(AT_SYSINFO_EHDR) + 64, &f);
+    EXPECT(!ot_symbolize_line(&f));
+    ot_symbolize(0x1234, &f);
+    EXPECT(!ot_symbolize_line(&f));
+    EXPECT_STR(f.file, "");
+    EXPECT_EQ_U(f.line, 0);
+    ot_symbolize_lines_use("none");
+}
+
+/* No libdw: no file and line, a note that says why; another library name is tried again (before
+ * test_line_of_call: a library once loaded stays). */
+TEST(test_line_without_libdw)
+{
+    uintptr_t ret = return_address();
+    ot_frame_t f;
+    ot_symbolize_begin();
+    ot_symbolize(ret - 1, &f);
+    ot_symbolize_lines_use("/nonexistent/libdw.so.1");
+    EXPECT(!ot_symbolize_line(&f));
+    EXPECT_STR(f.file, "");
+    EXPECT_EQ_U(f.line, 0);
+    EXPECT_STR(f.function, "test_line_without_libdw");
+    ASSERT(ot_symbolize_lines_note() != NULL);
+    EXPECT_CONTAINS(ot_symbolize_lines_note(), "cannot load");
+    EXPECT_CONTAINS(ot_symbolize_lines_note(), "/nonexistent/libdw.so.1");
+    ot_symbolize_lines_use("none");
+    EXPECT(!ot_symbolize_line(&f));
+    EXPECT(ot_symbolize_lines_note() == NULL);
+}
+
 TEST_MAIN(test_exe_function, test_libc_function, test_return_address_past_end,
           test_unknown_address, test_vdso, test_random_addresses, test_many_mappings,
           test_threads, test_no_malloc, test_rlimit_as_fallback, test_non_pie, test_cost,
           test_demangle_table, test_demangle_unsupported, test_demangle_truncation,
-          test_demangle_vs_cxxfilt)
+          test_demangle_vs_cxxfilt, test_line_without_libdw, test_line_of_call)

@@ -83,6 +83,33 @@ TEST(test_map_names_functions)
     ot_symbolize_begin(); /* back to this process's own maps */
 }
 
+static __attribute__((noinline)) uintptr_t map_return_address(void)
+{
+    uintptr_t r = (uintptr_t)__builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+/* The launcher's file:line: from the given map's files, where their build is the one mapped. */
+TEST(test_map_file_line)
+{
+    uintptr_t ret = map_return_address(); int want = __LINE__;
+    load_map();
+    ASSERT(ot_symbolize_use_modules(mods, nmods) >= 2);
+    ot_symbolize_lines_use("libdw.so.1");
+    ot_frame_t f;
+    ot_symbolize(ret - 1, &f);
+    EXPECT(f.module_file);
+    bool found = ot_symbolize_line(&f);
+    const char *note = ot_symbolize_lines_note();
+    ot_symbolize_lines_use(NULL);
+    ot_symbolize_begin();
+    if (!found && note) SKIP("%s", note);
+    EXPECT(found);
+    EXPECT_CONTAINS(f.file, "test_symbolize_map.c");
+    EXPECT_EQ_U(f.line, want);
+}
+
 TEST(test_map_build_id_mismatch)
 {
     load_map();
@@ -94,6 +121,12 @@ TEST(test_map_build_id_mismatch)
     EXPECT_STR(f.function, "");
     EXPECT_STR(f.module, paths[0]);
     EXPECT_EQ_U(f.offset, (uintptr_t)map_target_function - mods[0].base);
+    /* Nor file and line: that file's DWARF describes another build. */
+    EXPECT(!f.module_file);
+    ot_symbolize_lines_use("libdw.so.1");
+    EXPECT(!ot_symbolize_line(&f));
+    EXPECT_STR(f.file, "");
+    ot_symbolize_lines_use(NULL);
     ot_symbolize_begin();
 }
 
@@ -118,4 +151,4 @@ TEST(test_map_missing_and_hostile)
     EXPECT_STR(f.function, "map_target_function");
 }
 
-TEST_MAIN(test_map_names_functions, test_map_build_id_mismatch, test_map_missing_and_hostile)
+TEST_MAIN(test_map_names_functions, test_map_file_line, test_map_build_id_mismatch, test_map_missing_and_hostile)
