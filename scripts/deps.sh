@@ -26,6 +26,13 @@ if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null 2>&1 ||
         echo "oomtrace: (clang libclang-rt-14-dev not installed: the fuzz test will be skipped)"
 fi
+# Optional: libdw1 (elfutils), which the leak report and the post-mortems dlopen for file:line
+# (libdw=); without it frames have no line and the tests that check lines skip, saying why.
+if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 ' && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "oomtrace: installing libdw1 (optional: file and line in leak reports)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libdw1 >/dev/null 2>&1 ||
+        echo "oomtrace: libdw1 could not be installed; leak reports will have no file:line" >&2
+fi
 # The leak check's tests: xmllint validates the JUnit file, strace runs a program under ptrace.
 command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 command -v strace >/dev/null 2>&1 || need+=(strace)
