@@ -529,7 +529,7 @@ TEST(many_threads_find_by_hint)
  * found its record: in that other thread's nursery, or in the table. Either order must find every
  * record, also when the two alternate. The recording thread stays alive meanwhile, so that its
  * nursery stays its own. */
-#define ORDER_BLOCKS 5000
+#define ORDER_BLOCKS (5 * NURSERY_SETS) /* more than a nursery holds */
 static pthread_barrier_t order_recorded, order_freed;
 static uint32_t order_nid;
 static void *order_recorder(void *arg)
@@ -624,8 +624,8 @@ TEST(long_lived_phase_goes_to_the_table)
     pthread_join(th, NULL);
     totals(&b);
     EXPECT_EQ_U(res[2], 1);
-    /* every record is in the table but the 2,048 that fill the nursery (2 ways x 1,024 sets) */
-    EXPECT_EQ_U(res[0], PHASE_BLOCKS - 2048);
+    /* every record is in the table but those that fill the nursery (2 ways x NURSERY_SETS) */
+    EXPECT_EQ_U(res[0], PHASE_BLOCKS - 2 * NURSERY_SETS);
     EXPECT_EQ_U(res[1], 0);
     EXPECT_EQ_U(res[3], PHASE_BLOCKS);
     EXPECT_EQ_U(b.count - a.count, PHASE_BLOCKS);
