@@ -1085,9 +1085,12 @@ TEST(swinging_live_count_maps_bounded)
     /* Before the floor and the spares: a shrink and two or three growths per swing, an mmap and a
      * munmap each (870 of each here); now one now and then, where a migration's size falls outside
      * what the spares can serve, or they are all still waiting to be reclaimed (3 to 8 in 290
-     * swings, with the other thread's timing; 13 to 41 with two spares). */
-    EXPECT(st1.maps - mid.maps <= SWING_CYCLES / 4);
-    EXPECT(st1.unmaps - mid.unmaps <= SWING_CYCLES / 4);
+     * swings, with the other thread's timing; 13 to 41 with two spares). On a loaded machine the
+     * other thread is preempted inside a table more often and holds back its reclaim: the ASan build's
+     * 60 swings then took 18 and 20 (limit 15 failed 1 run in 8). Half a call per swing still tells
+     * that from the six calls per swing without the floor. */
+    EXPECT(st1.maps - mid.maps <= SWING_CYCLES / 2);
+    EXPECT(st1.unmaps - mid.unmaps <= SWING_CYCLES / 2);
     /* The count stays low past the floor's hold: the table shrinks. */
     uint64_t cap_hi = st1.capacity;
     usleep(1200 * 1000);
