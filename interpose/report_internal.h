@@ -29,6 +29,14 @@ typedef struct {
 
 /* A post-mortem (event "killed"): a process that died without a chance to speak, from the state
  * file its recorder left (filled by the launcher, launcher/postmortem.c). */
+/* One of the supervisor's own samples of the child (launcher/sampler.c), one per
+ * OT_SAMPLE_PERIOD_NS: -1 unknown. */
+#define OT_SAMPLE_PERIOD_NS 100000000ull
+typedef struct ot_killed_sample {
+    uint64_t realtime_ns;
+    int64_t rss;          /* /proc/PID/statm resident × page size */
+    int64_t cgroup_usage; /* memory.current / memory.usage_in_bytes */
+} ot_killed_sample_t;
 typedef enum { OT_KILLED_UNKNOWN = 0, OT_KILLED_CGROUP_OOM, OT_KILLED_KERNEL_OOM, OT_KILLED_SIGNAL } ot_killed_by_t;
 typedef struct {
     int signal;              /* the signal that killed it; 0: unknown (found later, no supervisor saw it) */
@@ -52,6 +60,8 @@ typedef struct {
     unsigned n_fail;
     unsigned failures_seen, reports_written;
     const char *last_report; /* "" none */
+    const ot_killed_sample_t *sv; /* the supervisor's samples while it waited, oldest first */
+    unsigned n_sv;                /* 0: none (`oomtrace postmortem`, or it died within one period) */
 } ot_report_killed_t;
 
 typedef struct {

@@ -29,6 +29,89 @@ static void put_heap(ot_buf_t *b, const ot_report_t *r)
     }
 }
 
+/* The tracked live memory (live host + device, as the history samples it) at realtime t: the
+ * newest history sample at or before t; none (the state file was made later, when the heap passed
+ * the recorder's threshold): 0. */
+static uint64_t tracked_at(const ot_report_killed_t *k, uint64_t t)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < k->n_hist && k->hist[i].realtime_ns <= t; i++)
+        v = k->hist[i].live_host + k->hist[i].live_device;
+    return v;
+}
+
+/* What the supervisor's samples show that the state file cannot (it is updated from allocation
+ * calls only): the RSS and cgroup usage just before the death, and growth no allocation call made. */
+static void diagnose_samples(const ot_report_t *r, ot_diag_sink_t sink, void *ctx, char *line, size_t cap)
+{
+    const ot_report_killed_t *k = r->killed;
+    ot_buf_t b;
+    const ot_killed_sample_t *z = &k->sv[k->n_sv - 1];
+    ot_buf_init(&b, line, cap, -1);
+    ot_buf_puts(&b, "the supervisor's last sample");
+    if (k->died_realtime_ns >= z->realtime_ns) {
+        ot_buf_puts(&b, ", ");
+        put_ms(&b, k->died_realtime_ns - z->realtime_ns);
+        ot_buf_puts(&b, " before it died");
+    }
+    ot_buf_puts(&b, ": RSS ");
+    ot_report_put_bytes_or(&b, z->rss, "?");
+    if (z->cgroup_usage >= 0) {
+        ot_buf_puts(&b, ", cgroup usage ");
+        ot_buf_bytes(&b, (uint64_t)z->cgroup_usage);
+        if (k->cgroup_limit > 0)
+            ot_buf_printf(&b, " (%llu%% of the limit)",
+                          (unsigned long long)((uint64_t)z->cgroup_usage * 100 / (uint64_t)k->cgroup_limit));
+    }
+    if (k->state_realtime_ns && k->state_realtime_ns <= z->realtime_ns) {
+        ot_buf_puts(&b, "; the state file's last update was ");
+        put_ms(&b, z->realtime_ns - k->state_realtime_ns);
+        ot_buf_puts(&b, " before that");
+    }
+    ot_buf_cstr(&b);
+    sink(ctx, line);
+
+    /* Growth over the samples' window: the cgroup's usage where known (it counts what the cgroup is
+     * killed for), else the RSS; against the tracked live memory over the same window. */
+    bool cg = z->cgroup_usage >= 0;
+    const ot_killed_sample_t *a = NULL;
+    for (unsigned i = 0; i < k->n_sv && !a; i++)
+        if ((cg ? k->sv[i].cgroup_usage : k->sv[i].rss) >= 0) a = &k->sv[i];
+    int64_t za = cg ? z->cgroup_usage : z->rss;
+    if (!a || a == z || za < 0) return;
+    int64_t aa = cg ? a->cgroup_usage : a->rss;
+    if (za <= aa) return;
+    uint64_t grown = (uint64_t)(za - aa);
+    uint64_t t0 = tracked_at(k, a->realtime_ns), t1 = r->host.bytes + r->device.bytes;
+    uint64_t tracked_grown = t1 > t0 ? t1 - t0 : 0;
+    /* The host memory the cgroup is charged for that oomtrace tracks: malloc's, pinned, managed. */
+    uint64_t charged = r->host.bytes + r->by_kind[OT_KIND_PINNED].bytes + r->by_kind[OT_KIND_MANAGED].bytes;
+    const uint64_t MiB = 1ull << 20;
+    if (grown < 16 * MiB || grown <= 2 * tracked_grown + 8 * MiB) return;
+    uint64_t slack = (uint64_t)za / 8 > 16 * MiB ? (uint64_t)za / 8 : 16 * MiB;
+    ot_buf_init(&b, line, cap, -1);
+    ot_buf_puts(&b, cg ? "the cgroup usage grew by " : "the RSS grew by ");
+    ot_buf_bytes(&b, grown);
+    ot_buf_puts(&b, " in the last ");
+    put_ms(&b, z->realtime_ns - a->realtime_ns);
+    ot_buf_puts(&b, " of the samples, the tracked live memory by ");
+    ot_buf_bytes(&b, tracked_grown);
+    if ((uint64_t)za > charged + slack) {
+        ot_buf_puts(&b, ", and ");
+        ot_buf_bytes(&b, (uint64_t)za - charged);
+        ot_buf_puts(&b, cg ? " of the cgroup's usage" : " of the RSS");
+        ot_buf_puts(&b, " was never allocated through malloc/cudaMalloc: ");
+        ot_buf_puts(&b, cg ? "the program's own mmap, files in tmpfs or the page cache charged to the cgroup, or "
+                             "other processes in the cgroup"
+                           : "the program's own mmap, or files it mapped");
+    } else {
+        ot_buf_puts(&b, ": pages of memory allocated earlier being touched (page faults, no allocation call; "
+                        "the state file is only updated on allocation calls)");
+    }
+    ot_buf_cstr(&b);
+    sink(ctx, line);
+}
+
 void ot_report_diagnose_killed(const ot_report_t *r, ot_diag_sink_t sink, void *ctx)
 {
     static char line[1024];
@@ -119,6 +202,7 @@ void ot_report_diagnose_killed(const ot_report_t *r, ot_diag_sink_t sink, void *
         }
         LINE_END();
     }
+    if (k->n_sv) diagnose_samples(r, sink, ctx, line, sizeof line);
     if (k->died_realtime_ns && k->state_realtime_ns && k->died_realtime_ns >= k->state_realtime_ns) {
         LINE_BEGIN();
         ot_buf_puts(&b, "its last state was written ");
@@ -236,6 +320,24 @@ void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
             ot_buf_putc(b, '\n');
         }
     }
+    if (k->n_sv) {
+        ot_buf_printf(b, "oomtrace: the supervisor's samples (%u, every %llu ms), RSS / cgroup usage:\n", k->n_sv,
+                      (unsigned long long)(OT_SAMPLE_PERIOD_NS / 1000000));
+        unsigned pts = k->n_sv < 8 ? k->n_sv : 8;
+        for (unsigned p = 0; p < pts; p++) {
+            unsigned i = pts == 1 ? 0 : (unsigned)((uint64_t)p * (k->n_sv - 1) / (pts - 1));
+            const ot_killed_sample_t *s = &k->sv[i];
+            ot_buf_puts(b, "oomtrace:   ");
+            if (k->died_realtime_ns >= s->realtime_ns) {
+                put_ms(b, k->died_realtime_ns - s->realtime_ns);
+                ot_buf_puts(b, " before death: ");
+            }
+            ot_report_put_bytes_or(b, s->rss, "?");
+            ot_buf_puts(b, " / ");
+            ot_report_put_bytes_or(b, s->cgroup_usage, "?");
+            ot_buf_putc(b, '\n');
+        }
+    }
 }
 
 static void json_ns_time(ot_buf_t *b, uint64_t ns)
@@ -322,6 +424,15 @@ void ot_report_json_killed(ot_buf_t *b, const ot_report_t *r)
         ot_buf_printf(b, "%s{\"time_ns\":%llu,\"mono_ns\":%llu,\"live_host\":%llu,\"live_device\":%llu,\"rss\":",
                       i ? "," : "", (unsigned long long)s->realtime_ns, (unsigned long long)s->mono_ns,
                       (unsigned long long)s->live_host, (unsigned long long)s->live_device);
+        ot_buf_json_i64_or_null(b, s->rss);
+        ot_buf_puts(b, ",\"cgroup_usage\":");
+        ot_buf_json_i64_or_null(b, s->cgroup_usage);
+        ot_buf_putc(b, '}');
+    }
+    ot_buf_puts(b, "],\"supervisor_samples\":[");
+    for (unsigned i = 0; i < k->n_sv; i++) {
+        const ot_killed_sample_t *s = &k->sv[i];
+        ot_buf_printf(b, "%s{\"time_ns\":%llu,\"rss\":", i ? "," : "", (unsigned long long)s->realtime_ns);
         ot_buf_json_i64_or_null(b, s->rss);
         ot_buf_puts(b, ",\"cgroup_usage\":");
         ot_buf_json_i64_or_null(b, s->cgroup_usage);

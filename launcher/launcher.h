@@ -29,6 +29,11 @@ typedef struct {
 } ot_oom_probe_t;
 /* pid 0: this process. */
 void ot_oom_probe(pid_t pid, ot_oom_probe_t *out);
+/* The probed cgroup's usage now (memory.current / memory.usage_in_bytes), -1 unknown: one small
+ * read, for the supervisor's sampler. */
+int64_t ot_oom_usage_now(const ot_oom_probe_t *p);
+/* Reads a small file (a /proc or cgroup file) into buf, NUL-terminated: its length, or -1. */
+ssize_t ot_read_small(const char *path, char *buf, size_t cap);
 
 typedef enum {
     OT_KILLER_UNKNOWN = 0, /* a signal with no OOM kill counted around it */
@@ -52,6 +57,20 @@ typedef struct {
 int ot_supervise(char **argv, const ot_sv_opts_t *o);
 /* Dies by sig as the child did (core dumps off for the launcher itself); returns only if it cannot. */
 void ot_die_by(int sig);
+
+/* ------------------------------------------------------------------ sampler.c
+ * While it waits, the supervisor samples the child itself (the state file is only updated from the
+ * allocation path, so it does not see page faults, a program's own mmap, tmpfs or page cache charged
+ * to the cgroup): every OT_SAMPLE_PERIOD_NS (report_internal.h), the child's RSS (/proc/PID/statm) and the cgroup's usage,
+ * into a fixed ring of the last OT_SAMPLE_RING samples. */
+#define OT_SAMPLE_RING 1024u
+struct ot_killed_sample; /* interpose/report_internal.h */
+/* The child to sample and the cgroup (ot_oom_probe's; version 0: none) whose usage to read. */
+void ot_sampler_start(pid_t pid, const ot_oom_probe_t *cg);
+/* One sample now: two small reads. A child whose memory is already gone (exiting) adds none. */
+void ot_sampler_take(void);
+/* The samples, oldest first (a copy, valid until the next take); *n of them. */
+const struct ot_killed_sample *ot_sampler_samples(unsigned *n);
 
 /* ------------------------------------------------------------------ postmortem.c */
 /* After the supervised child died by sig: a "killed" report from its state file, if it left one. */

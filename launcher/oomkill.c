@@ -9,7 +9,7 @@
 
 #include "launcher.h"
 
-static ssize_t slurp(const char *path, char *buf, size_t cap)
+ssize_t ot_read_small(const char *path, char *buf, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
@@ -28,7 +28,7 @@ static ssize_t slurp(const char *path, char *buf, size_t cap)
 static int64_t keyed(const char *path, const char *key)
 {
     char buf[16384];
-    if (slurp(path, buf, sizeof buf) <= 0) return -1;
+    if (ot_read_small(path, buf, sizeof buf) <= 0) return -1;
     size_t kl = strlen(key);
     for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
         if (!strncmp(l, key, kl) && l[kl] == ' ') return strtoll(l + kl + 1, NULL, 10);
@@ -39,7 +39,7 @@ static int64_t keyed(const char *path, const char *key)
 static int64_t value(const char *path)
 {
     char buf[64];
-    if (slurp(path, buf, sizeof buf) <= 0) return -2; /* no such file */
+    if (ot_read_small(path, buf, sizeof buf) <= 0) return -2; /* no such file */
     if (!strncmp(buf, "max", 3)) return -1;
     char *e;
     unsigned long long v = strtoull(buf, &e, 10);
@@ -101,7 +101,7 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
     char path[64], buf[4096];
     if (pid) snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     else snprintf(path, sizeof path, "/proc/self/cgroup");
-    if (slurp(path, buf, sizeof buf) <= 0) return;
+    if (ot_read_small(path, buf, sizeof buf) <= 0) return;
     char v1[256] = "", v2[256] = "";
     bool have_v1 = false, have_v2 = false;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
@@ -173,6 +173,15 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
         }
     }
     o->path[0] = 0;
+}
+
+int64_t ot_oom_usage_now(const ot_oom_probe_t *p)
+{
+    if (!p->version || !p->path[0]) return -1;
+    char f[600];
+    at(f, sizeof f, p->path, p->version == 2 ? "memory.current" : "memory.usage_in_bytes");
+    int64_t v = value(f);
+    return v >= 0 ? v : -1;
 }
 
 static bool grew(int64_t before, int64_t after)

@@ -40,6 +40,8 @@ typedef struct {
     uint64_t died_ns;
     int forwarded_signal;
     uint64_t forwarded_ns;
+    const ot_killed_sample_t *sv; /* the supervisor's samples of this process, or none */
+    unsigned n_sv;
 } pm_ctx_t;
 
 
@@ -220,6 +222,8 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
     K.failures_seen = fr->failures_seen;
     K.reports_written = fr->reports_written;
     K.last_report = fr->last_report;
+    K.sv = c->sv;
+    K.n_sv = c->n_sv;
 
     set_identity(id->pid, id->exe, id->host);
     int jfd = -1;
@@ -300,6 +304,7 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
     c.died_ns = ot_clock_ns(CLOCK_REALTIME);
     c.forwarded_signal = g_forwarded_signal;
     c.forwarded_ns = g_forwarded_ns;
+    c.sv = ot_sampler_samples(&c.n_sv);
     char dir[600], path[1024];
     /* state_dir='s %e: the program as named (a script's interpreter would differ: rare in a directory) */
     set_identity(pid, prog, "");
@@ -314,6 +319,7 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
     c.signal = 0;
     c.by = OT_KILLED_UNKNOWN;
     c.why = "a descendant of the supervised program, found after it died";
+    c.n_sv = 0; /* the samples are the supervised program's, not its descendants' */
     for (struct dirent *e; (e = readdir(d));) {
         if (!is_state_name(e->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

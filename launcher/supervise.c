@@ -10,13 +10,22 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launcher.h"
+#include "report_internal.h"
 
 static pid_t child;
 
-/* The signals the launcher takes synchronously (sigwaitinfo): every one it can catch. The faults
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The signals the launcher takes synchronously (sigtimedwait): every one it can catch. The faults
  * are in the set too, so that `kill -SEGV <launcher>` is forwarded; a real fault in the launcher
  * still kills it (the kernel unblocks a synchronous fault and resets its handler). */
 static void catchable(sigset_t *s)
@@ -172,12 +181,23 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
     }
     if (child == 0) exec_child(argv, &old, &old_chld);
     unsigned long long start = ot_proc_start_time(child);
+    ot_sampler_start(child, &before);
 
+    /* The wait is sigtimedwait with the time left to the next sample: a sample is due every
+     * OT_SAMPLE_PERIOD_NS however many signals arrive, and between them the launcher sleeps. */
     int status = 0;
+    uint64_t next = mono_ns() + OT_SAMPLE_PERIOD_NS;
     for (bool done = false; !done;) {
+        uint64_t now = mono_ns();
+        if (now >= next) {
+            ot_sampler_take();
+            next = now + OT_SAMPLE_PERIOD_NS;
+        }
+        uint64_t left = next - now;
+        struct timespec wait = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
         siginfo_t si;
-        int sig = sigwaitinfo(&all, &si);
-        if (sig < 0) continue; /* EINTR: continued after a stop */
+        int sig = sigtimedwait(&all, &si, &wait);
+        if (sig < 0) continue; /* EAGAIN: a sample is due; EINTR: continued after a stop */
         if (sig != SIGCHLD) {
             if (should_forward(sig, &si)) forward(sig, &si);
             continue;
