@@ -2,14 +2,14 @@
 # The "killed" report (launcher/postmortem.c): a program under the supervisor is killed — by a
 # SIGKILL from outside, by a forwarded SIGTERM, by the cgroup OOM killer in a memory cgroup made
 # for the test (v1 or v2) — and the launcher writes the report from the state file it left: the
-# signal, the killer, the cgroup's limit, the allocating function; it removes the file and dies by
-# the same signal. State files come from tests/targets/statefile_writer (the recorder's layout,
+# signal, the killer, the cgroup's limit, the allocating function, the supervisor's own samples of
+# the program's RSS and cgroup usage; it removes the file and dies by the same signal. State files come from tests/targets/statefile_writer (the recorder's layout,
 # written without the library) and, where the library has its recorder, from the library itself.
 . "$(dirname "$0")/lib.sh"
 T=$OT_BUILD/targets
 L=$OT_LAUNCHER
 SW=$T/statefile_writer
-for f in "$OT_LIB" "$L" "$SW" "$T/sigtool"; do
+for f in "$OT_LIB" "$L" "$SW" "$T/sigtool" "$T/touch_grow"; do
     [ -e "$f" ] || { fail killed "missing $f (run make tests)"; exit 1; }
 done
 unset OOMTRACE_OPTIONS LD_PRELOAD
@@ -165,9 +165,48 @@ if make_cgroup; then
     else
         skip "killed_cgroup_v${CGV}_oom_recorder" "the library has no recorder in this build (state_dir= unknown to it)"
     fi
+    if [ "$REAL" = yes ]; then
+        # The supervisor's own samples (launcher/sampler.c): memory that grows with no allocation call.
+        # One malloc of 128 MiB, then touched 1 MiB every 20 ms until the 64 MiB limit kills it: the
+        # state file stops at the malloc, the samples follow the RSS up to the kill.
+        setup cgroup_touch
+        { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" "$T/touch_grow" malloc 128 1 20 >"$D/out" 2>"$D/err"; } 2>/dev/null
+        rc=$?
+        if [ -z "$(report)" ]; then
+            fail killed_supervisor_samples_touch "no killed report (status $rc): $(ls "$D" | tr '\n' ' '); $(head -c 300 "$D/err")"
+        else
+            # (killer, samples >= 4, RSS rising in most steps and by > 16 MiB, last sample within 300 ms
+            # of the death (the diagnosis says how long) and at >= 75% of the limit, the touching named)
+            got=$(jget "(lambda k, s, d: (k['killer'], len(s) >= 4,
+                sum(b['rss'] > a['rss'] for a, b in zip(s, s[1:])) * 2 >= len(s) - 1 and s[-1]['rss'] - s[0]['rss'] > 16 << 20,
+                [int(l.split(', ')[1].split(' ')[0]) <= 300 for l in d if l.startswith('the supervisor\'s last sample, ') and ' ms before it died' in l] == [True],
+                max(s[-1]['rss'], s[-1]['cgroup_usage'] or 0) >= k['cgroup']['limit'] * 3 // 4,
+                any('allocated earlier being touched' in l for l in d) and not any('never allocated through malloc' in l for l in d)))(
+                r['killed'], r['killed']['supervisor_samples'], r['diagnosis'])")
+            want="('cgroup_oom_killer', True, True, True, True, True)"
+            [ "$rc" -eq 137 ] && [ "$got" = "$want" ] && pass killed_supervisor_samples_touch ||
+                fail killed_supervisor_samples_touch "status $rc; (killer, samples, rising, last within 300 ms, near the limit, touching named) = $got, want $want; $(jget "r['killed']['supervisor_samples'][-3:], r['diagnosis']" | head -c 900)"
+        fi
+        # Growth by mmap(MAP_ANONYMOUS) and touching, never through malloc (12 MiB malloc'd first so
+        # that the recorder makes its state file): the diagnosis says where it did not come from.
+        setup cgroup_mmap
+        { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" "$T/touch_grow" mmap 12 1 20 >"$D/out" 2>"$D/err"; } 2>/dev/null
+        rc=$?
+        if [ -z "$(report)" ]; then
+            fail killed_supervisor_not_malloc "no killed report (status $rc): $(ls "$D" | tr '\n' ' '); $(head -c 300 "$D/err")"
+        else
+            got=$(jget "(r['killed']['killer'], any('never allocated through malloc/cudaMalloc: the program\'s own mmap' in l for l in r['diagnosis']))")
+            [ "$rc" -eq 137 ] && [ "$got" = "('cgroup_oom_killer', True)" ] && grep -q 'never allocated through malloc/cudaMalloc' "$D"/log.*.txt &&
+                pass killed_supervisor_not_malloc ||
+                fail killed_supervisor_not_malloc "status $rc; (killer, not-malloc named) = $got; $(jget "r['diagnosis']" | head -c 900)"
+        fi
+    else
+        skip killed_supervisor_samples "the library has no recorder in this build (state_dir= unknown to it)"
+    fi
     for _ in 1 2 3 4 5; do rmdir "$CG" 2>/dev/null && break; sleep 0.2; done
 else
     skip killed_cgroup_oom "$WHY"
+    skip killed_supervisor_samples "$WHY"
 fi
 
 # ---------------------------------------------------------------- the library's own recorder
@@ -183,6 +222,12 @@ if [ "$REAL" = yes ]; then
     got=$(jget "(r['event'], r['killed']['signal'], 'grow_buffers' in r['diagnosis'][0])")
     [ "$rc" -eq 137 ] && [ "$got" = "('killed', 9, True)" ] && pass killed_recorder_sigkill ||
         fail killed_recorder_sigkill "status $rc, (event, signal, grow_buffers named) = $got; $(head -c 300 "$D/err")"
+    # The supervisor sampled it while it held its memory (0.3 s: about 3 samples, each with an RSS
+    # of at least the 4 MiB block it touched; the cgroup usage null where there is no memory cgroup).
+    got=$(jget "(lambda s: (len(s) >= 1, all(x['rss'] is not None and x['rss'] >= 4 << 20 for x in s),
+        all(x['time_ns'] <= y['time_ns'] for x, y in zip(s, s[1:]))))(r['killed']['supervisor_samples'])")
+    [ "$got" = "(True, True, True)" ] && pass killed_recorder_supervisor_samples ||
+        fail killed_recorder_supervisor_samples "(some, rss known, in time order) = $got: $(jget "r['killed']['supervisor_samples']" | head -c 400)"
 else
     skip killed_recorder_sigkill "the library has no recorder in this build (state_dir= unknown to it)"
 fi
