@@ -65,6 +65,16 @@ TEST(test_probe_self)
     EXPECT(p.oom_kill >= 0);
     EXPECT(p.path[0] == '/');
     EXPECT(p.usage > 0);
+    /* The supervisor's sampler reads the same file again: a usage of the same cgroup, and none
+     * without a cgroup. */
+    int64_t now = ot_oom_usage_now(&p);
+    EXPECT(now > 0);
+    ot_oom_probe_t none = p;
+    none.version = 0;
+    EXPECT(ot_oom_usage_now(&none) == -1);
+    snprintf(none.path, sizeof none.path, "/nonexistent/cgroup");
+    none.version = p.version;
+    EXPECT(ot_oom_usage_now(&none) == -1);
 }
 
 TEST_MAIN(test_cgroup_oom_killer, test_kernel_oom_killer, test_not_an_oom_kill, test_probe_self)

@@ -328,5 +328,69 @@ TEST(failure_report_without_file_line)
     if (!known) SKIP("no file:line with lines on either (%s)", ot_symbolize_lines_note() ? ot_symbolize_lines_note() : "no DWARF?");
 }
 
-TEST_MAIN(failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, calloc_header_is_the_call, flood_is_summarised,
+/* report_killed.c: what the supervisor's samples add to a killed report's diagnosis. */
+static char diag[4096];
+static void collect(void *ctx, const char *line)
+{
+    (void)ctx;
+    size_t n = strlen(diag);
+    snprintf(diag + n, sizeof diag - n, "%s\n", line);
+}
+
+TEST(killed_supervisor_samples_diagnosis)
+{
+    static ot_report_t r;
+    static ot_report_killed_t k;
+    const uint64_t MiB = 1ull << 20, s0 = 1000000000000ull, ms = 1000000ull;
+    static ot_killed_sample_t sv[12];
+    static ot_rec_sample_t hist[1];
+    memset(&r, 0, sizeof r);
+    memset(&k, 0, sizeof k);
+    r.killed = &k;
+    k.signal = 9;
+    k.by = OT_KILLED_CGROUP_OOM;
+    k.cgroup_limit = 64 * MiB;
+    k.cgroup_peak = k.cgroup_usage = -1;
+    k.limit_file = "memory.max";
+    /* 12 samples 100 ms apart, RSS and usage 8 MiB ... 63 MiB; died 40 ms after the last */
+    for (unsigned i = 0; i < 12; i++) sv[i] = (ot_killed_sample_t){s0 + i * 100 * ms, (int64_t)(8 + 5 * i) * (int64_t)MiB, (int64_t)(8 + 5 * i) * (int64_t)MiB};
+    k.sv = sv;
+    k.n_sv = 12;
+    k.died_realtime_ns = s0 + 1140 * ms;
+    k.state_realtime_ns = s0 - 10 * ms;
+    hist[0] = (ot_rec_sample_t){s0 - 10 * ms, 0, 0, 0, -1, -1};
+    k.hist = hist;
+    k.n_hist = 1;
+
+    /* A 128 MiB block malloc'd before the samples, then touched: no claim that it was not malloc. */
+    r.host.bytes = hist[0].live_host = 128 * MiB;
+    diag[0] = 0;
+    ot_report_diagnose_killed(&r, collect, NULL);
+    EXPECT_CONTAINS(diag, "the supervisor's last sample, 40 ms before it died: RSS 63.0 MiB, cgroup usage 63.0 MiB (98% of the limit); the state file's last update was 1110 ms before that");
+    EXPECT_CONTAINS(diag, "the cgroup usage grew by 55.0 MiB in the last 1100 ms of the samples, the tracked live memory by 0 B: pages of memory allocated earlier being touched");
+    EXPECT(!strstr(diag, "never allocated"));
+
+    /* A 12 MiB heap and the rest from elsewhere (mmap, tmpfs ...): named as not through malloc. */
+    r.host.bytes = hist[0].live_host = 12 * MiB;
+    diag[0] = 0;
+    ot_report_diagnose_killed(&r, collect, NULL);
+    EXPECT_CONTAINS(diag, "and 51.0 MiB of the cgroup's usage was never allocated through malloc/cudaMalloc: the program's own mmap, files in tmpfs");
+    EXPECT(!strstr(diag, "being touched"));
+
+    /* The heap grew as much as the usage (malloc'd and touched as it went): neither claim. */
+    hist[0].live_host = 0;
+    r.host.bytes = 60 * MiB;
+    diag[0] = 0;
+    ot_report_diagnose_killed(&r, collect, NULL);
+    EXPECT_CONTAINS(diag, "the supervisor's last sample");
+    EXPECT(!strstr(diag, "grew by"));
+
+    /* No samples (oomtrace postmortem): no sample lines at all. */
+    k.n_sv = 0;
+    diag[0] = 0;
+    ot_report_diagnose_killed(&r, collect, NULL);
+    EXPECT(!strstr(diag, "supervisor"));
+}
+
+TEST_MAIN(killed_supervisor_samples_diagnosis, failure_report_contents_without_malloc, rlimit_as_diagnosis, overflow_and_absurd_sizes, calloc_header_is_the_call, flood_is_summarised,
           refusals_get_a_line_not_a_report, report_file_never_follows_symlinks, failure_report_without_file_line)
