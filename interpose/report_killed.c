@@ -71,9 +71,10 @@ static void diagnose_samples(const ot_report_t *r, ot_diag_sink_t sink, void *ct
     ot_buf_cstr(&b);
     sink(ctx, line);
 
-    /* Growth over the samples' window: the cgroup's usage where known (it counts what the cgroup is
-     * killed for), else the RSS; against the tracked live memory over the same window. */
-    bool cg = z->cgroup_usage >= 0;
+    /* Growth over the samples' window: the cgroup's usage where it has a limit (the usage is what
+     * the cgroup is killed for; an unlimited one, a session's or the root, is mostly other
+     * processes), else the RSS; against the tracked live memory over the same window. */
+    bool cg = z->cgroup_usage >= 0 && k->cgroup_limit > 0;
     const ot_killed_sample_t *a = NULL;
     for (unsigned i = 0; i < k->n_sv && !a; i++)
         if ((cg ? k->sv[i].cgroup_usage : k->sv[i].rss) >= 0) a = &k->sv[i];

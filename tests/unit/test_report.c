@@ -376,6 +376,16 @@ TEST(killed_supervisor_samples_diagnosis)
     ot_report_diagnose_killed(&r, collect, NULL);
     EXPECT_CONTAINS(diag, "and 51.0 MiB of the cgroup's usage was never allocated through malloc/cudaMalloc: the program's own mmap, files in tmpfs");
     EXPECT(!strstr(diag, "being touched"));
+    /* A cgroup without a limit (a session's, the root) is mostly other processes: the RSS is judged. */
+    k.cgroup_limit = -1;
+    for (unsigned i = 0; i < 12; i++) sv[i].cgroup_usage = (int64_t)(900 + 50 * i) * (int64_t)MiB;
+    diag[0] = 0;
+    ot_report_diagnose_killed(&r, collect, NULL);
+    EXPECT_CONTAINS(diag, "the RSS grew by 55.0 MiB");
+    EXPECT_CONTAINS(diag, "of the RSS was never allocated through malloc/cudaMalloc: the program's own mmap, or files it mapped");
+    EXPECT(!strstr(diag, "cgroup usage grew"));
+    k.cgroup_limit = 64 * MiB;
+    for (unsigned i = 0; i < 12; i++) sv[i].cgroup_usage = sv[i].rss;
 
     /* The heap grew as much as the usage (malloc'd and touched as it went): neither claim. */
     hist[0].live_host = 0;
