@@ -29,9 +29,11 @@ typedef struct {
 } ot_oom_probe_t;
 /* pid 0: this process. */
 void ot_oom_probe(pid_t pid, ot_oom_probe_t *out);
-/* The probed cgroup's usage now (memory.current / memory.usage_in_bytes), -1 unknown: one small
- * read, for the supervisor's sampler. */
-int64_t ot_oom_usage_now(const ot_oom_probe_t *p);
+/* For the supervisor's sampler: the probed cgroup's usage file (memory.current /
+ * memory.usage_in_bytes) opened once (-1: no cgroup, or unreadable), and its value now from one
+ * pread (-1 unknown). */
+int ot_oom_usage_open(const ot_oom_probe_t *p);
+int64_t ot_oom_usage_read(int fd);
 /* Reads a small file (a /proc or cgroup file) into buf, NUL-terminated: its length, or -1. */
 ssize_t ot_read_small(const char *path, char *buf, size_t cap);
 
@@ -67,7 +69,7 @@ void ot_die_by(int sig);
 struct ot_killed_sample; /* interpose/report_internal.h */
 /* The child to sample and the cgroup (ot_oom_probe's; version 0: none) whose usage to read. */
 void ot_sampler_start(pid_t pid, const ot_oom_probe_t *cg);
-/* One sample now: two small reads. A child whose memory is already gone (exiting) adds none. */
+/* One sample now: two preads of files opened once. A child whose memory is already gone (exiting) adds none. */
 void ot_sampler_take(void);
 /* The samples, oldest first (a copy, valid until the next take); *n of them. */
 const struct ot_killed_sample *ot_sampler_samples(unsigned *n);

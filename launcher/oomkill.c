@@ -35,16 +35,22 @@ static int64_t keyed(const char *path, const char *key)
     return -1;
 }
 
-/* A number, or "max" / v1's near-2^63 "unlimited": -1. */
-static int64_t value(const char *path)
+/* A number, or "max" / v1's near-2^63 "unlimited": -1; -2 not a number. */
+static int64_t parse_value(const char *buf)
 {
-    char buf[64];
-    if (ot_read_small(path, buf, sizeof buf) <= 0) return -2; /* no such file */
     if (!strncmp(buf, "max", 3)) return -1;
     char *e;
     unsigned long long v = strtoull(buf, &e, 10);
     if (e == buf) return -2;
     return v >= (1ull << 62) ? -1 : (int64_t)v;
+}
+
+/* A file holding one number: its value, -1 unlimited, -2 no such file or not a number. */
+static int64_t value(const char *path)
+{
+    char buf[64];
+    if (ot_read_small(path, buf, sizeof buf) <= 0) return -2;
+    return parse_value(buf);
 }
 
 static void at(char *out, size_t cap, const char *dir, const char *file)
@@ -175,12 +181,21 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
     o->path[0] = 0;
 }
 
-int64_t ot_oom_usage_now(const ot_oom_probe_t *p)
+int ot_oom_usage_open(const ot_oom_probe_t *p)
 {
     if (!p->version || !p->path[0]) return -1;
     char f[600];
     at(f, sizeof f, p->path, p->version == 2 ? "memory.current" : "memory.usage_in_bytes");
-    int64_t v = value(f);
+    return open(f, O_RDONLY | O_CLOEXEC);
+}
+
+int64_t ot_oom_usage_read(int fd)
+{
+    char buf[64];
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    int64_t v = parse_value(buf);
     return v >= 0 ? v : -1;
 }
 

@@ -1,8 +1,10 @@
 /* The supervisor's own samples of the child while it waits (supervise.c calls ot_sampler_take every
  * OT_SAMPLE_EVERY_NS): its RSS from /proc/PID/statm and its cgroup's usage, in a fixed ring. They
  * see what the state file cannot: pages faulted in without an allocation call, a program's own
- * mmap, tmpfs and page cache charged to the cgroup, other processes in it. Two small reads a sample,
- * no allocation. */
+ * mmap, tmpfs and page cache charged to the cgroup, other processes in it. Two preads a sample (the
+ * files are opened once), no allocation. */
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,25 +15,31 @@
 
 static ot_killed_sample_t ring[OT_SAMPLE_RING], linear[OT_SAMPLE_RING];
 static uint64_t taken;
-static const ot_oom_probe_t *g_cg;
-static char statm[48];
+static int statm_fd = -1, cg_fd = -1; /* opened once, read with pread: no open/close per sample */
+static bool started;
 static int64_t page;
 
+/* Called in the parent after the fork: the child never inherits these descriptors. */
 void ot_sampler_start(pid_t pid, const ot_oom_probe_t *cg)
 {
-    g_cg = cg;
-    snprintf(statm, sizeof statm, "/proc/%d/statm", (int)pid);
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    statm_fd = open(path, O_RDONLY | O_CLOEXEC);
+    cg_fd = cg ? ot_oom_usage_open(cg) : -1;
     long p = sysconf(_SC_PAGESIZE);
     page = p > 0 ? p : 4096;
     taken = 0;
+    started = true;
 }
 
 void ot_sampler_take(void)
 {
-    if (!statm[0]) return;
+    if (!started) return;
     char buf[160];
     int64_t rss = -1;
-    if (ot_read_small(statm, buf, sizeof buf) > 0) {
+    ssize_t n = statm_fd >= 0 ? pread(statm_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n > 0) {
+        buf[n] = 0;
         /* "size resident shared text lib data dt" in pages; a process whose memory is gone (it is
          * exiting, or a zombie) reads all zeros: its sample would be no reading of the program. */
         char *e;
@@ -40,8 +48,7 @@ void ot_sampler_take(void)
         if (!res) return;
         rss = (int64_t)res * page;
     }
-    ring[taken % OT_SAMPLE_RING] = (ot_killed_sample_t){ot_clock_ns(CLOCK_REALTIME), rss,
-                                                        g_cg ? ot_oom_usage_now(g_cg) : -1};
+    ring[taken % OT_SAMPLE_RING] = (ot_killed_sample_t){ot_clock_ns(CLOCK_REALTIME), rss, ot_oom_usage_read(cg_fd)};
     taken++;
 }
 

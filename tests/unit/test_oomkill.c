@@ -1,6 +1,9 @@
 /* launcher/oomkill.c's verdict: who killed the child, from the OOM counters read before it started
  * and after it died (cgroup oom_kill, the limit hits on the way up, /proc/vmstat), and a reading of
  * this process's own cgroup. */
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "harness.h"
 #include "launcher.h"
 
@@ -65,16 +68,27 @@ TEST(test_probe_self)
     EXPECT(p.oom_kill >= 0);
     EXPECT(p.path[0] == '/');
     EXPECT(p.usage > 0);
-    /* The supervisor's sampler reads the same file again: a usage of the same cgroup, and none
-     * without a cgroup. */
-    int64_t now = ot_oom_usage_now(&p);
-    EXPECT(now > 0);
+    /* The supervisor's sampler reads the same file, opened once and read again and again: the
+     * usage follows memory touched between two reads; no file without a cgroup. */
+    int fd = ot_oom_usage_open(&p);
+    ASSERT(fd >= 0);
+    int64_t u0 = ot_oom_usage_read(fd);
+    EXPECT(u0 > 0);
+    size_t big = 128u << 20;
+    char *m = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT(m != MAP_FAILED);
+    memset(m, 1, big);
+    int64_t u1 = ot_oom_usage_read(fd);
+    EXPECT(u1 >= u0 + (int64_t)(big / 4)); /* other processes in the cgroup may free some meanwhile */
+    munmap(m, big);
+    close(fd);
+    EXPECT(ot_oom_usage_read(-1) == -1);
     ot_oom_probe_t none = p;
     none.version = 0;
-    EXPECT(ot_oom_usage_now(&none) == -1);
+    EXPECT(ot_oom_usage_open(&none) == -1);
     snprintf(none.path, sizeof none.path, "/nonexistent/cgroup");
     none.version = p.version;
-    EXPECT(ot_oom_usage_now(&none) == -1);
+    EXPECT(ot_oom_usage_open(&none) == -1);
 }
 
 TEST_MAIN(test_cgroup_oom_killer, test_kernel_oom_killer, test_not_an_oom_kill, test_probe_self)
