@@ -34,8 +34,6 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *out);
  * pread (-1 unknown). */
 int ot_oom_usage_open(const ot_oom_probe_t *p);
 int64_t ot_oom_usage_read(int fd);
-/* Reads a small file (a /proc or cgroup file) into buf, NUL-terminated: its length, or -1. */
-ssize_t ot_read_small(const char *path, char *buf, size_t cap);
 
 typedef enum {
     OT_KILLER_UNKNOWN = 0, /* a signal with no OOM kill counted around it */

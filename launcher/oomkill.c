@@ -9,7 +9,7 @@
 
 #include "launcher.h"
 
-ssize_t ot_read_small(const char *path, char *buf, size_t cap)
+static ssize_t slurp(const char *path, char *buf, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
@@ -28,7 +28,7 @@ ssize_t ot_read_small(const char *path, char *buf, size_t cap)
 static int64_t keyed(const char *path, const char *key)
 {
     char buf[16384];
-    if (ot_read_small(path, buf, sizeof buf) <= 0) return -1;
+    if (slurp(path, buf, sizeof buf) <= 0) return -1;
     size_t kl = strlen(key);
     for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
         if (!strncmp(l, key, kl) && l[kl] == ' ') return strtoll(l + kl + 1, NULL, 10);
@@ -49,7 +49,7 @@ static int64_t parse_value(const char *buf)
 static int64_t value(const char *path)
 {
     char buf[64];
-    if (ot_read_small(path, buf, sizeof buf) <= 0) return -2;
+    if (slurp(path, buf, sizeof buf) <= 0) return -2;
     return parse_value(buf);
 }
 
@@ -107,7 +107,7 @@ void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
     char path[64], buf[4096];
     if (pid) snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     else snprintf(path, sizeof path, "/proc/self/cgroup");
-    if (ot_read_small(path, buf, sizeof buf) <= 0) return;
+    if (slurp(path, buf, sizeof buf) <= 0) return;
     char v1[256] = "", v2[256] = "";
     bool have_v1 = false, have_v2 = false;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
