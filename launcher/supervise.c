@@ -18,13 +18,6 @@
 
 static pid_t child;
 
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* The signals the launcher takes synchronously (sigtimedwait): every one it can catch. The faults
  * are in the set too, so that `kill -SEGV <launcher>` is forwarded; a real fault in the launcher
  * still kills it (the kernel unblocks a synchronous fault and resets its handler). */
@@ -186,9 +179,9 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
     /* The wait is sigtimedwait with the time left to the next sample: a sample is due every
      * OT_SAMPLE_PERIOD_NS however many signals arrive, and between them the launcher sleeps. */
     int status = 0;
-    uint64_t next = mono_ns() + OT_SAMPLE_PERIOD_NS;
+    uint64_t next = ot_clock_ns(CLOCK_MONOTONIC) + OT_SAMPLE_PERIOD_NS;
     for (bool done = false; !done;) {
-        uint64_t now = mono_ns();
+        uint64_t now = ot_clock_ns(CLOCK_MONOTONIC);
         if (now >= next) {
             ot_sampler_take();
             next = now + OT_SAMPLE_PERIOD_NS;
