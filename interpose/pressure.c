@@ -38,12 +38,6 @@ static struct {
 static char cg_usage_path[600], cg_stat_path[600];
 static int cg_version;
 
-static uint64_t mono_coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int64_t parse_i64(const char *p)
 {
@@ -224,7 +218,7 @@ void ot_pressure_crossed(int64_t host_level)
     if (__atomic_exchange_n(&P.lock, 1, __ATOMIC_ACQUIRE)) return; /* another thread is looking */
     int e = errno;
     ot_in_hook++;
-    uint64_t now = mono_coarse_ns();
+    uint64_t now = ot_clock_ns(CLOCK_MONOTONIC_COARSE);
     if (P.read_ns && now - P.read_ns < READ_EVERY_NS && P.pid == (pid_t)syscall(SYS_getpid)) {
         /* Read a moment ago: look again a little further on rather than reading at every flush. */
         __atomic_store_n(&ot_pressure_trigger, host_level + MIN_STEP_BYTES, __ATOMIC_RELAXED);

@@ -133,12 +133,6 @@ static void unblock_one(int sig)
     sigaddset(&s, sig);
     syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &s, NULL, KSIGSET_BYTES);
 }
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: async-signal-safe */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -248,7 +242,7 @@ int ot_signals_sigaction(int sig, const struct sigaction *act, struct sigaction 
         err = errno;
         if (rc == 0 && own_process()) {
             write_prog(sig, &np);
-            if (np.handler == (void *)SIG_DFL) atomic_store_explicit(&S[sig].dfl_ns, mono_ns(), memory_order_relaxed);
+            if (np.handler == (void *)SIG_DFL) atomic_store_explicit(&S[sig].dfl_ns, ot_clock_ns(CLOCK_MONOTONIC), memory_order_relaxed);
         }
     }
     unlock_sig(sig);
@@ -520,7 +514,7 @@ report:;
     /* A process passing on the death of a child (timeout, a supervisor: signal(sig, SIG_DFL), then
      * raise(sig)) dies without a report: the signal is its own, just set to SIG_DFL, and no handler
      * of its own ran first (glog and faulthandler do the same after theirs: those get one). */
-    uint64_t now = mono_ns(), dfl = atomic_load_explicit(&S[sig].dfl_ns, memory_order_relaxed);
+    uint64_t now = ot_clock_ns(CLOCK_MONOTONIC), dfl = atomic_load_explicit(&S[sig].dfl_ns, memory_order_relaxed);
     bool handler_ran = last_chained.signo == sig && now - last_chained.ns < 1000000000ull;
     if (si && si->si_code <= 0 && si->si_pid == (pid_t)syscall(SYS_getpid) && dfl && now - dfl < 1000000000ull &&
         !handler_ran) {
@@ -553,7 +547,7 @@ report:;
     c.signame = ot_signal_name(sig);
     c.codename = ot_signal_code_name(sig, c.code);
     c.tid = me;
-    c.mono_ns = mono_ns();
+    c.mono_ns = ot_clock_ns(CLOCK_MONOTONIC);
     if (si && c.code <= 0) {
         c.sent = true;
         c.sender_pid = si->si_pid;
@@ -626,7 +620,7 @@ static void ot_signal_handler(int sig, siginfo_t *si, void *ucv)
 #if defined(__x86_64__)
             last_chained.pc = uc ? (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] : 0;
 #endif
-            last_chained.ns = mono_ns();
+            last_chained.ns = ot_clock_ns(CLOCK_MONOTONIC);
         }
         errno = saved_errno;
         if (p.flags & SA_SIGINFO) ((void (*)(int, siginfo_t *, void *))p.handler)(sig, si, ucv);
