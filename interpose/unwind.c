@@ -1032,13 +1032,6 @@ uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsign
     w->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     uint32_t site = 0, code_gen = __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE);
-    /* The memo first: it holds every noted walk the buffers do (but those it cannot keep), and
-     * thousands more. The buffers are asked where it has nothing. */
-    if (w->memo && (site = memo_find_noted(w, ip, sp, bp, code_gen, max, tag, depth)) != 0) {
-        w->stepped = 0;
-        w->asked = 0;
-        goto out;
-    }
     unsigned last = w->order[0], cand = ot_walk_candidates(w, ip, sp);
     /* A candidate without a note under tag is not compared here: the walk's own search must then
      * compare it (it hands back the frames of a remembered stack whatever its note). The last walk
@@ -1059,7 +1052,10 @@ uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsign
         whole &= got != NT_NONE;
     }
     *searched = got != NT_HIT && whole;
-out:
+    /* Then the memo, which holds thousands more (asked first, it cost deep_large's few stacks,
+     * which the buffers hold, 22% more instructions per allocation). */
+    if (got != NT_HIT && w->memo && (site = memo_find_noted(w, ip, sp, bp, code_gen, max, tag, depth)) != 0)
+        w->stepped = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
     return site;
