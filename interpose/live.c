@@ -145,7 +145,8 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
      * the last few cost no walk and no interning); sampled stacks remember five, enough for a
      * loop that makes its large blocks from a few stacks in turn (tests/bench/np_loop.py: from
      * 12.2% added instructions with one remembered to 3.5%; with three, 8.1%). */
-    size_t walk_bytes = ot_opt.stacks == OT_STACKS_ALL ? OT_UNWIND_CACHE_BYTES : OT_UNWIND_CACHE_SAMPLED_BYTES;
+    size_t walk_bytes = ot_opt.stacks == OT_STACKS_ALL ? OT_UNWIND_CACHE_BYTES + OT_UNWIND_MEMO_BYTES
+                                                       : OT_UNWIND_CACHE_SAMPLED_BYTES;
     if (c->walk && c->walk_bytes < walk_bytes) { /* adopted from a thread that needed less */
         ot_munmap(c->walk, c->walk_bytes);
         c->walk = NULL;

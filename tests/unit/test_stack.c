@@ -1130,6 +1130,75 @@ static OT_NOINLINE unsigned deep(unsigned d, capture_fn fn, unsigned iters, uint
     return n;
 }
 
+/* The stack memo (stacks=all: OT_UNWIND_MEMO_BYTES past the walk buffers): more stacks in turn than
+ * the sixteen buffers hold are each found again with their own note, by the probe asked before any
+ * walk; a stack that shares frame 0 with a noted one is not taken for it; after a dlclose none is
+ * taken. Without the memo's memory, the same cycle finds nothing (the buffers' LRU order loses every
+ * stack before it comes round again). */
+#define MEMO_STACKS 28
+NOTED_CALLER(memo_outer_a, noted_via_a, 8)
+NOTED_CALLER(memo_outer_b, noted_via_a, 9)
+static char memo_mem[OT_UNWIND_CACHE_BYTES + OT_UNWIND_MEMO_BYTES] __attribute__((aligned(64)));
+static unsigned memo_round(ot_stack_note_t *note, bool set)
+{
+    uintptr_t ips[OT_MAX_FRAMES];
+    unsigned hits = 0;
+    for (volatile unsigned d = 0; d < MEMO_STACKS; d++) {
+        memset(ips, 0, sizeof ips);
+        unsigned n = noted_deep(d, ips, 7, note);
+        EXPECT(n >= 3);
+        if (note->hit) {
+            hits++;
+            EXPECT_EQ_U(note->value, 1000 + d); /* its own note, never another depth's */
+        } else if (set) {
+            ot_unwind_note_set(note->walk, 7, 1000 + d);
+        }
+    }
+    return hits;
+}
+
+TEST(test_cfi_stack_memo)
+{
+    ot_stack_note_t note = {0};
+    uintptr_t ips[OT_MAX_FRAMES];
+    probe_first = 1;
+    for (volatile int with = 0; with < 2; with++) {
+        ot_unwind_attach(memo_mem, with ? sizeof memo_mem : OT_UNWIND_CACHE_BYTES);
+        unsigned hits[3] = {0};
+        for (volatile int r = 0; r < (with ? 3 : 2); r++) {
+            if (r == 2) {
+                /* memo_outer_b's stack has memo_outer_a's first two frames (noted_mid's and
+                 * noted_via_a's: same ips and sp), the memo's set key: only a's note comes back for
+                 * a, and b is walked, also once the buffers forgot both. */
+                for (volatile int k = 0; k < 2; k++) {
+                    memset(ips, 0, sizeof ips);
+                    memo_outer_a(ips, 7, &note); /* one call site: the same stack both times */
+                    EXPECT(note.hit == (k == 1));
+                    if (k == 1) {
+                        EXPECT_EQ_U(note.value, 500);
+                        break;
+                    }
+                    ot_unwind_note_set(note.walk, 7, 500);
+                    (void)memo_round(&note, false);
+                    memo_outer_b(ips, 7, &note);
+                    EXPECT(!note.hit);
+                    (void)memo_round(&note, false);
+                }
+                /* After a dlclose no remembered stack is taken. */
+                ot_stack_flush();
+            }
+            hits[r] = memo_round(&note, r < 2); /* one call site: the same stacks each round */
+        }
+        printf("  %s: %u of %u stacks in turn found again%s\n", with ? "with the memo" : "sixteen walks only", hits[1],
+               MEMO_STACKS, with ? (hits[2] ? ", and after a dlclose (wrong)" : ", none after a dlclose") : "");
+        EXPECT_EQ_U(hits[0], 0); /* each walked once */
+        EXPECT_EQ_U(hits[1], with ? MEMO_STACKS : 0);
+        EXPECT_EQ_U(hits[2], 0);
+    }
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
 TEST(test_cost_20_frames)
 {
     uint64_t fast = 0, exact = 0;
@@ -1145,4 +1214,4 @@ TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, 
           test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
-          test_cost_20_frames)
+          test_cfi_stack_memo, test_cost_20_frames)
