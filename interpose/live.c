@@ -153,6 +153,8 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
     }
     if (!c->walk && ot_opt.stacks != OT_STACKS_NONE) {
         c->walk = ot_mmap(walk_bytes);
+        /* Under a tight address-space limit, the remembered walks without the memo. */
+        if (!c->walk && walk_bytes > OT_UNWIND_CACHE_BYTES) c->walk = ot_mmap(walk_bytes = OT_UNWIND_CACHE_BYTES);
         if (c->walk) c->walk_bytes = (uint32_t)walk_bytes;
     }
     ot_unwind_attach(c->walk, c->walk ? c->walk_bytes : 0);
