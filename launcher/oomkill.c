@@ -58,45 +58,37 @@ static void at(char *out, size_t cap, const char *dir, const char *file)
     snprintf(out, cap, "%s/%s", dir, file);
 }
 
-/* The sum of a counter from dir up to the mount root (key NULL: a plain number): a limit hit in an
- * ancestor (a container's or job's cgroup above this one) counts there, not here. -1: none read. */
-static int64_t summed(const char *mount, const char *dir, const char *file, const char *key);
-
-/* The tightest limit from dir up to the mount root. */
-static int64_t tightest(const char *mount, const char *dir, const char *file)
+/* A value read in dir and in each ancestor up to the mount root (key NULL: a plain number), then
+ * combined: summed (a counter: a limit hit in an ancestor, a container's or job's cgroup above this
+ * one, counts there, not here) or the least (a limit: the tightest one binds). -1: none read. */
+typedef enum { UP_SUM, UP_MIN } up_t;
+static int64_t up_tree(const char *mount, const char *dir, const char *file, const char *key, up_t how)
 {
     char d[512], p[600];
     snprintf(d, sizeof d, "%s", dir);
-    int64_t best = -1;
-    size_t ml = strlen(mount);
-    for (;;) {
-        at(p, sizeof p, d, file);
-        int64_t v = value(p);
-        if (v >= 0 && (best < 0 || v < best)) best = v;
-        if (strlen(d) <= ml) break;
-        char *s = strrchr(d, '/');
-        if (!s || (size_t)(s - d) < ml) break;
-        *s = 0;
-    }
-    return best;
-}
-
-static int64_t summed(const char *mount, const char *dir, const char *file, const char *key)
-{
-    char d[512], p[600];
-    snprintf(d, sizeof d, "%s", dir);
-    int64_t sum = -1;
+    int64_t acc = -1;
     size_t ml = strlen(mount);
     for (;;) {
         at(p, sizeof p, d, file);
         int64_t v = key ? keyed(p, key) : value(p);
-        if (v >= 0) sum = (sum < 0 ? 0 : sum) + v;
+        if (v >= 0) {
+            if (how == UP_SUM) acc = (acc < 0 ? 0 : acc) + v;
+            else if (acc < 0 || v < acc) acc = v;
+        }
         if (strlen(d) <= ml) break;
         char *s = strrchr(d, '/');
         if (!s || (size_t)(s - d) < ml) break;
         *s = 0;
     }
-    return sum;
+    return acc;
+}
+static int64_t summed(const char *mount, const char *dir, const char *file, const char *key)
+{
+    return up_tree(mount, dir, file, key, UP_SUM);
+}
+static int64_t tightest(const char *mount, const char *dir, const char *file)
+{
+    return up_tree(mount, dir, file, NULL, UP_MIN);
 }
 
 void ot_oom_probe(pid_t pid, ot_oom_probe_t *o)
