@@ -250,6 +250,25 @@ static const char *by_name(ot_killed_by_t by)
                                         : "unknown";
 }
 
+/* A text line of an event at realtime t: "oomtrace:   N ms before death: " (no time when the death
+ * was not seen, or came first). */
+static void put_event_line(ot_buf_t *b, const ot_report_killed_t *k, uint64_t t)
+{
+    ot_buf_puts(b, "oomtrace:   ");
+    if (k->died_realtime_ns > t) {
+        put_ms(b, k->died_realtime_ns - t);
+        ot_buf_puts(b, " before death: ");
+    }
+}
+
+/* At most 8 points spread over n samples, the first and the last among them: the shape of the
+ * growth, not every sample. points(n) of them; the p-th is sample spread_at(p, points, n). */
+static unsigned points(unsigned n) { return n < 8 ? n : 8; }
+static unsigned spread_at(unsigned p, unsigned pts, unsigned n)
+{
+    return pts == 1 ? 0 : (unsigned)((uint64_t)p * (n - 1) / (pts - 1));
+}
+
 void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
 {
     const ot_report_killed_t *k = r->killed;
@@ -269,11 +288,7 @@ void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
     if (k->n_large) ot_buf_printf(b, "oomtrace: the last %u large allocations (newest last):\n", k->n_large - from);
     for (unsigned i = from; i < k->n_large; i++) {
         const ot_rec_large_t *l = &k->large[i];
-        ot_buf_puts(b, "oomtrace:   ");
-        if (k->died_realtime_ns > l->realtime_ns) {
-            put_ms(b, k->died_realtime_ns - l->realtime_ns);
-            ot_buf_puts(b, " before death: ");
-        }
+        put_event_line(b, k, l->realtime_ns);
         ot_buf_bytes(b, l->size);
         ot_buf_printf(b, " %s from ", ot_kind_name(l->kind));
         ot_report_put_site_name(b, (const uintptr_t *)l->ips, l->depth);
@@ -287,11 +302,7 @@ void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
                       k->failures_seen > k->n_fail ? k->failures_seen : k->n_fail);
     for (unsigned i = from; i < k->n_fail; i++) {
         const ot_rec_failure_t *e = &k->fail[i];
-        ot_buf_puts(b, "oomtrace:   ");
-        if (k->died_realtime_ns > e->realtime_ns) {
-            put_ms(b, k->died_realtime_ns - e->realtime_ns);
-            ot_buf_puts(b, " before death: ");
-        }
+        put_event_line(b, k, e->realtime_ns);
         ot_buf_printf(b, "%s(", e->api);
         ot_buf_u64(b, e->size);
         ot_buf_printf(b, ") failed (%s)", e->error_name[0] ? e->error_name : "?");
@@ -299,13 +310,11 @@ void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
         ot_buf_putc(b, '\n');
     }
     if (k->n_hist) {
-        /* At most 8 points spread over the history: the shape of the growth, not every sample. */
         ot_buf_printf(b, "oomtrace: memory history (%u samples), live host / device / VmRSS:\n", k->n_hist);
-        unsigned pts = k->n_hist < 8 ? k->n_hist : 8;
+        unsigned pts = points(k->n_hist);
         const ot_rec_sample_t *z = &k->hist[k->n_hist - 1];
         for (unsigned p = 0; p < pts; p++) {
-            unsigned i = pts == 1 ? 0 : (unsigned)((uint64_t)p * (k->n_hist - 1) / (pts - 1));
-            const ot_rec_sample_t *s = &k->hist[i];
+            const ot_rec_sample_t *s = &k->hist[spread_at(p, pts, k->n_hist)];
             ot_buf_puts(b, "oomtrace:   -");
             put_ms(b, z->mono_ns - s->mono_ns);
             ot_buf_puts(b, ": ");
@@ -324,15 +333,10 @@ void ot_report_text_killed(ot_buf_t *b, const ot_report_t *r)
     if (k->n_sv) {
         ot_buf_printf(b, "oomtrace: the supervisor's samples (%u, every %llu ms), RSS / cgroup usage:\n", k->n_sv,
                       (unsigned long long)(OT_SAMPLE_PERIOD_NS / 1000000));
-        unsigned pts = k->n_sv < 8 ? k->n_sv : 8;
+        unsigned pts = points(k->n_sv);
         for (unsigned p = 0; p < pts; p++) {
-            unsigned i = pts == 1 ? 0 : (unsigned)((uint64_t)p * (k->n_sv - 1) / (pts - 1));
-            const ot_killed_sample_t *s = &k->sv[i];
-            ot_buf_puts(b, "oomtrace:   ");
-            if (k->died_realtime_ns >= s->realtime_ns) {
-                put_ms(b, k->died_realtime_ns - s->realtime_ns);
-                ot_buf_puts(b, " before death: ");
-            }
+            const ot_killed_sample_t *s = &k->sv[spread_at(p, pts, k->n_sv)];
+            put_event_line(b, k, s->realtime_ns);
             ot_report_put_bytes_or(b, s->rss, "?");
             ot_buf_puts(b, " / ");
             ot_report_put_bytes_or(b, s->cgroup_usage, "?");
