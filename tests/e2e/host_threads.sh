@@ -52,13 +52,7 @@ totals_case() {
         fail "${name}_deterministic" "the target's own account changed between runs ($REF_EXPECTED vs $exp)"
     fi
     # Nothing failed, so nothing may be written: no report, no log, nothing on stderr.
-    local extra_files
-    extra_files=$(cd "$d" && ls -A | grep -vx -e out.txt -e err.txt)
-    if [ -n "$extra_files" ] || [ -s "$d/err.txt" ]; then
-        fail "${name}_silent" "files: [$extra_files] stderr: $(head -c 300 "$d/err.txt")"
-    else
-        pass "${name}_silent"
-    fi
+    check_silent "$name" "$d"
 }
 
 totals_case threads_totals_default ""

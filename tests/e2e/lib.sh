@@ -12,6 +12,18 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: ${2:-}"; }
 skip() { echo "SKIP $1: ${2:-no reason given}"; }
 
+# check_silent NAME DIR: a run where nothing failed wrote nothing: no file in DIR but its out.txt and
+# err.txt, and nothing on stderr (no report, no log line)
+check_silent() {
+    local extra_files
+    extra_files=$(cd "$2" && ls -A | grep -vx -e out.txt -e err.txt)
+    if [ -n "$extra_files" ] || [ -s "$2/err.txt" ]; then
+        fail "${1}_silent" "files: [$extra_files] stderr: $(head -c 300 "$2/err.txt")"
+    else
+        pass "${1}_silent"
+    fi
+}
+
 # newdir NAME: a fresh directory for one test's reports
 newdir() { local d="$OT_TMP/$1"; rm -rf "$d"; mkdir -p "$d"; echo "$d"; }
 

@@ -46,13 +46,7 @@ handoff_case() {
     else
         pass "${name}_rss_bounded"
     fi
-    local extra_files
-    extra_files=$(cd "$d" && ls -A | grep -vx -e out.txt -e err.txt)
-    if [ -n "$extra_files" ] || [ -s "$d/err.txt" ]; then
-        fail "${name}_silent" "files: [$extra_files] stderr: $(head -c 300 "$d/err.txt")"
-    else
-        pass "${name}_silent"
-    fi
+    check_silent "$name" "$d"
 }
 
 handoff_case thread_handoff_default ""
