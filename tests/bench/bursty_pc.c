@@ -31,15 +31,6 @@ typedef struct {
 static pair_t *pairs;
 static long blocks;
 
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 static void *producer(void *arg)
 {
     pair_t *q = arg;

@@ -28,15 +28,6 @@ static int done[MAX_LANES];
 static pthread_mutex_t last_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 static unsigned char *block(uint64_t r)
 {
     size_t size = 8 + (r >> 24) % 993; /* 8..1000 */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "now.h"
+
 #define LIMBS 8 /* values are kept modulo 2^256: 8 limbs of 32 bits */
 #define MAX_NEST 8
 #define TEXT_MAX 8192
@@ -32,13 +34,7 @@ static long allocs;
     })
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next(void) { return xorshift(&rng); }
 
 /* ------------------------------------------------------------------ bignums */
 typedef struct {

@@ -8,17 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "now.h"
+
 #define SLOTS 256
 #define MAX_THREADS 256
-
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
 
 typedef struct {
     long ops;
