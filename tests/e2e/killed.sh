@@ -135,11 +135,16 @@ make_cgroup() {
     return 1
 }
 
+# in_cgroup PROGRAM...: runs the launcher on PROGRAM inside the cgroup, output to $D; sets rc
+in_cgroup() {
+    { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" "$@" >"$D/out" 2>"$D/err"; } 2>/dev/null
+    rc=$?
+}
+
 # oom_case NAME PROGRAM...: runs the launcher inside the cgroup and checks the killed report
 oom_case() {
     local name=$1; shift
-    { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" "$@" >"$D/out" 2>"$D/err"; } 2>/dev/null
-    rc=$?
+    in_cgroup "$@"
     R=$(report)
     if [ -z "$R" ]; then
         fail "$name" "no killed report (status $rc): $(ls "$D" | tr '\n' ' '); $(head -c 300 "$D/err")"
@@ -170,8 +175,7 @@ if make_cgroup; then
         # One malloc of 128 MiB, then touched 1 MiB every 20 ms until the 64 MiB limit kills it: the
         # state file stops at the malloc, the samples follow the RSS up to the kill.
         setup cgroup_touch
-        { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" "$T/touch_grow" malloc 128 1 20 >"$D/out" 2>"$D/err"; } 2>/dev/null
-        rc=$?
+        in_cgroup "$T/touch_grow" malloc 128 1 20
         if [ -z "$(report)" ]; then
             fail killed_supervisor_samples_touch "no killed report (status $rc): $(ls "$D" | tr '\n' ' '); $(head -c 300 "$D/err")"
         else
@@ -190,8 +194,7 @@ if make_cgroup; then
         # Growth by mmap(MAP_ANONYMOUS) and touching, never through malloc (12 MiB malloc'd first so
         # that the recorder makes its state file): the diagnosis says where it did not come from.
         setup cgroup_mmap
-        { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" "$T/touch_grow" mmap 12 1 20 >"$D/out" 2>"$D/err"; } 2>/dev/null
-        rc=$?
+        in_cgroup "$T/touch_grow" mmap 12 1 20
         if [ -z "$(report)" ]; then
             fail killed_supervisor_not_malloc "no killed report (status $rc): $(ls "$D" | tr '\n' ' '); $(head -c 300 "$D/err")"
         else
