@@ -433,6 +433,55 @@ else
     say "strace is not installed (apt-get install strace): no mmap/munmap counts"
 fi
 
+# ---------------------------------------------------------------- stack depth, like for like
+# LeakSanitizer's stacks come from its frame-pointer unwinder, which on code built without frame
+# pointers (Debian's -O2, this suite's) stops after the first frame; oomtrace walks the call-frame
+# information to stack_depth frames. The recursive_stacks target compares the two as each comes,
+# so this probe measures what each recorded and what it costs at equal depth: a run of
+# recursive_stacks that leaks a twin of every 97th allocation, checked by LSan (its default fast
+# unwinder and fast_unwind_on_malloc=0, the slow one) and by oomtrace's leak check, whose reports
+# give the lost sites each told apart and the frames of their stacks; then the best of three timed
+# runs without leaks of the program alone, LSan (both unwinders, detect_leaks=0), stacks=all, and
+# stacks=all cut to the depth LSan's fast unwinder reached (at least 2 frames).
+DEPTH=$RUN/depth.tsv
+: >"$DEPTH"
+best_of_3() { # command... -> the least wall seconds of three runs
+    local best="" t0 t1 d
+    for _ in 1 2 3; do
+        t0=$EPOCHREALTIME
+        "$@" >/dev/null 2>&1
+        t1=$EPOCHREALTIME
+        d=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
+        if [ -z "$best" ] || awk -v d="$d" -v b="$best" 'BEGIN { exit !(d < b) }'; then best=$d; fi
+    done
+    echo "$best"
+}
+if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
+    P=${PROG[recursive_stacks]} dn=$(q 60000 30000)
+    printf 'meta\trounds\t%s\n' "$dn" >>"$DEPTH"
+    env LSAN_OPTIONS=exitcode=0 LD_PRELOAD="$LSAN_LIB" "$P" "$dn" 97 2>"$RUN/depth.lsan.txt" >/dev/null
+    env LSAN_OPTIONS=exitcode=0:fast_unwind_on_malloc=0 LD_PRELOAD="$LSAN_LIB" "$P" "$dn" 97 2>"$RUN/depth.lsan_full.txt" >/dev/null
+    env OOMTRACE_OPTIONS="leak_check=1:leak_exitcode=0:report=$RUN/depth.all.json:log=/dev/null" LD_PRELOAD="$LIB" \
+        "$P" "$dn" 97 >/dev/null 2>&1
+    for v in lsan lsan_full all; do
+        f=$RUN/depth.$v.txt
+        [ $v = all ] && f=$RUN/depth.all.json
+        printf 'stacks\t%s\t%s\n' "$v" "$("$GEN_PY" scripts/bench_report.py --stack-depth "$f")" >>"$DEPTH"
+    done
+    dmax=$(awk -F'\t' '$1 == "stacks" && $2 == "lsan" { print $5 }' "$DEPTH")
+    case $dmax in '' | *[!0-9]*) dmax=2 ;; esac
+    [ "$dmax" -lt 2 ] && dmax=2
+    printf 'meta\tdepth\t%s\n' "$dmax" >>"$DEPTH"
+    printf 'time\tnone\t%s\n' "$(best_of_3 "$P" "$dn")" >>"$DEPTH"
+    printf 'time\tlsan\t%s\n' "$(best_of_3 env LSAN_OPTIONS=exitcode=0:detect_leaks=0 LD_PRELOAD="$LSAN_LIB" "$P" "$dn")" >>"$DEPTH"
+    printf 'time\tlsan_full\t%s\n' "$(best_of_3 env LSAN_OPTIONS=exitcode=0:detect_leaks=0:fast_unwind_on_malloc=0 \
+        LD_PRELOAD="$LSAN_LIB" "$P" "$dn")" >>"$DEPTH"
+    printf 'time\tall\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all LD_PRELOAD="$LIB" "$P" "$dn")" >>"$DEPTH"
+    printf 'time\tall_at_depth\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all:stack_depth=$dmax LD_PRELOAD="$LIB" \
+        "$P" "$dn")" >>"$DEPTH"
+    say "recursive_stacks: stack depth probe done ($dn rounds)"
+fi
+
 # ---------------------------------------------------------------- instruction counts
 # Marginal instructions per operation: each program is counted at N and 2N operations and the
 # difference divided by N, so start-up (ld.so, oomtrace's init) cancels out.
@@ -555,8 +604,8 @@ META=$RUN/meta.txt
 } >"$META"
 # Raw data of the last run, so the report can be regenerated (python3 scripts/bench_report.py
 # --results build/bench/last-results.tsv --commands build/bench/last-commands.tsv ...).
-for f in results commands skips icount syscalls; do cp "$RUN/$f.tsv" "$BB/last-$f.tsv"; done
+for f in results commands skips icount syscalls depth; do cp "$RUN/$f.tsv" "$BB/last-$f.tsv"; done
 cp "$META" "$BB/last-meta.txt"
 "$GEN_PY" scripts/bench_report.py --results "$RES" --commands "$CMDS" --skips "$SKIPS" --icount "$ICOUNT" \
-    --syscalls "$SYSCALLS" --meta "$META" --out "$out" || { say "bench_report.py failed; raw results kept in $BB/last-results.tsv"; exit 1; }
+    --syscalls "$SYSCALLS" --depth "$DEPTH" --meta "$META" --out "$out" || { say "bench_report.py failed; raw results kept in $BB/last-results.tsv"; exit 1; }
 say "wrote $out ($((t_end - t_start)) s)"

@@ -3,6 +3,7 @@
 the run without the preload, the workload-specific metrics, instruction counts and the issue's
 targets, each marked met or missed with its numbers. Standard library only."""
 import argparse
+import json
 import statistics
 import sys
 
@@ -49,6 +50,39 @@ ORDER = list(WORKLOAD_DESC)
 # The mmap/munmap target: oomtrace may add this many calls of each to a run of a thread workload
 # (its table's few migrations that find no spare, each new thread's records and walk cache, libunwind).
 SYSCALL_SLACK = 64
+
+
+def stack_depth(path):
+    """The lost sites a leak report told apart and the frames of their stacks: (sites, mean, max) as
+    strings, from oomtrace's JSON leak report or LeakSanitizer's text (its frames after the
+    interceptor's #0; an inlined call repeats the address of the frame before, and is not
+    counted). ("n/a",) * 3 if unreadable."""
+    depths = []
+    try:
+        if path.endswith(".json"):
+            with open(path) as f:
+                d = json.load(f)
+            depths = [len(l.get("stack") or []) for l in d.get("leaks", [])
+                      if not l.get("reachable") and not l.get("suppressed")]
+        else:
+            cur = None
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if line.startswith("Direct leak of") or line.startswith("Indirect leak of"):
+                        cur = []
+                        depths.append(cur)
+                    elif cur is not None and line.strip().startswith("#"):
+                        parts = line.split()
+                        if len(parts) >= 2 and parts[0] != "#0" and (not cur or cur[-1] != parts[1]):
+                            cur.append(parts[1])
+                    elif not line.strip():
+                        cur = None
+            depths = [len(x) for x in depths]
+    except (OSError, ValueError):
+        depths = []
+    if not depths:
+        return ("n/a",) * 3
+    return (str(len(depths)), f"{sum(depths) / len(depths):.1f}", str(max(depths)))
 
 
 def read_tsv(path):
@@ -152,12 +186,16 @@ def main():
     if sys.argv[1:] == ["--workloads"]:
         print(" ".join(ORDER))
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--stack-depth":
+        print("\t".join(stack_depth(sys.argv[2])))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
     ap.add_argument("--commands")
     ap.add_argument("--skips")
     ap.add_argument("--icount")
     ap.add_argument("--syscalls")
+    ap.add_argument("--depth")
     ap.add_argument("--meta", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -169,6 +207,16 @@ def main():
     icount = read_tsv(a.icount)
     # workload, variant -> (mmap calls, munmap calls) of one run under strace -f -c
     syscalls = {(r[0], r[1]): (fnum(r[2]), fnum(r[3])) for r in read_tsv(a.syscalls) if len(r) >= 4}
+    # recursive_stacks' depth probe (scripts/bench.sh): what each recorder's stacks hold, and its time
+    depth_rows = read_tsv(a.depth)
+    depth_meta = {r[1]: r[2] for r in depth_rows if len(r) >= 3 and r[0] == "meta"}
+    depth_stacks = {r[1]: r[2:5] for r in depth_rows if len(r) >= 5 and r[0] == "stacks"}
+    depth_time = {r[1]: fnum(r[2]) for r in depth_rows if len(r) >= 3 and r[0] == "time"}
+
+    def depth_ratio(v):
+        b = depth_time.get("none", float("nan"))
+        x = depth_time.get(v, float("nan"))
+        return x / b if b == b and x == x and b > 0 else float("nan")
 
     def whole_count(w, v):
         """Instructions of a whole run (icount rows with N 0), nan if not counted."""
@@ -419,9 +467,16 @@ def main():
                   else f"n/a ({why}, and no instruction count)")
         icn = (f"; instructions per operation (counted): stacks=all {fmt_ratio(ia)}, LeakSanitizer {fmt_ratio(il)}"
                if ia == ia and il == il else "")
+        like = ""
+        if depth_time and "lsan" in depth_stacks and "all" in depth_stacks:
+            like = (f"; like for like (the depth probe below): LeakSanitizer's stacks held "
+                    f"{depth_stacks['lsan'][1]} frames here (its fast unwinder), oomtrace's {depth_stacks['all'][1]}; "
+                    f"cut to {depth_meta.get('depth', '?')} frames stacks=all costs {fmt_ratio(depth_ratio('all_at_depth'))} "
+                    f"against LeakSanitizer's {fmt_ratio(depth_ratio('lsan'))}, and LeakSanitizer walking whole stacks "
+                    f"(fast_unwind_on_malloc=0) costs {fmt_ratio(depth_ratio('lsan_full'))}")
         targets.append(("stacks=all ≤ LeakSanitizer preloaded on allocations from many distinct, recursive stacks "
                         "(recursive_stacks)",
-                        f"stacks=all {wall_cpu(w, 'all')}; LeakSanitizer {wall_cpu(w, 'lsan')}" + icn, st))
+                        f"stacks=all {wall_cpu(w, 'all')}; LeakSanitizer {wall_cpu(w, 'lsan')}" + icn + like, st))
     table_floor_ratio = float("nan")  # live_10m: heaptrack's added time over the ideal table's, medians
     table_floor_wall = float("nan")  # live_10m: heaptrack's wall time over the ideal table's, medians
     live_floor_wall = {}  # live_10m(_mt): heaptrack's wall time over the floor with the brief's checks
@@ -760,6 +815,29 @@ def main():
     mrow("np_loop", "the loop's own time, numpy's import left out (s)", "loop_s", fmt_s)
     mrow("cuda_path", "ns per cudaMalloc+cudaFree pair", "ns_per_pair", lambda x: f"{x:.0f}")
     w_("")
+
+    # ------------------------------------------------------------ stack depth, like for like
+    if depth_time or depth_stacks:
+        w_("## Stack depth, like for like (recursive_stacks)")
+        w_("")
+        w_(f"recursive_stacks at {depth_meta.get('rounds', '?')} rounds. Stacks: a run that leaks a twin of every "
+           "97th allocation (`recursive_stacks N 97`), as each recorder's leak report lists it: the lost sites it "
+           "told apart and the frames of their stacks (LeakSanitizer: its frames after the interceptor's, an inlined call's repeat of the "
+           "address not counted). Time: the best of three runs without leaks, × the program alone in the same probe. "
+           "LeakSanitizer's default unwinder follows frame pointers, which code built without them (this suite, "
+           "Debian's packages) does not keep: it stops after the caller of malloc. `stack_depth` cuts oomtrace's "
+           "stacks to the depth LeakSanitizer's reached (at least 2).")
+        w_("")
+        w_("| recorder | lost sites told apart | frames per stack (mean / max) | time × program alone |")
+        w_("|---|---|---|---|")
+        rows = [("LeakSanitizer (its default, fast unwinder)", "lsan", "lsan"),
+                ("LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks)", "lsan_full", "lsan_full"),
+                ("oomtrace stacks=all (leak_check=1 for the stacks)", "all", "all"),
+                (f"oomtrace stacks=all, stack_depth={depth_meta.get('depth', '?')}", None, "all_at_depth")]
+        for label, sv, tv in rows:
+            st_ = depth_stacks.get(sv, ("—", "—", "—")) if sv else ("—", "—", "—")
+            w_(f"| {label} | {st_[0]} | {st_[1]} / {st_[2]} | {fmt_ratio(depth_ratio(tv))} |")
+        w_("")
 
     # ------------------------------------------------------------ instruction counts
     if icount:

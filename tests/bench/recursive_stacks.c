@@ -5,8 +5,9 @@
  * per parenthesis, plus calls f(a, b) and g(a, b, c)), evaluates it into heap-allocated bignums
  * (256-bit, Karatsuba multiplication that recurses and allocates its temporaries at every level),
  * and frees it all. The allocations are small (8..64 bytes) and short-lived, 5..40 frames deep, from
- * hundreds of distinct stacks. usage: recursive_stacks [ROUNDS]; prints a checksum and the number of
- * allocations. */
+ * hundreds of distinct stacks. usage: recursive_stacks [ROUNDS [LEAK_EVERY]]; prints a checksum and the
+ * number of allocations. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,15 @@
 #define TEXT_MAX 8192
 
 static long allocs;
+/* The depth probe (scripts/bench.sh): with LEAK_EVERY, every LEAK_EVERY-th allocation leaks a twin
+ * of the same size from the same call, so that leak checkers report the stacks they recorded. */
+static long leak_every = LONG_MAX, leak_left = LONG_MAX;
+static volatile uintptr_t leak_sink;
+static __attribute__((noinline)) long leak(void *p)
+{
+    leak_sink = ~(uintptr_t)p; /* no pointer to it is kept */
+    return leak_every;
+}
 
 /* malloc that counts and never returns NULL: a macro, so that every call site is the function's
  * own (a wrapper would turn all of them into one). */
@@ -30,6 +40,7 @@ static long allocs;
             exit(1);                                                                               \
         }                                                                                          \
         allocs++;                                                                                  \
+        if (--leak_left == 0) leak_left = leak(malloc(n));                                         \
         p_;                                                                                        \
     })
 
@@ -381,6 +392,7 @@ static void free_tree(node_t *e)
 int main(int argc, char **argv)
 {
     long rounds = argc > 1 ? atol(argv[1]) : 200000;
+    if (argc > 2 && atol(argv[2]) > 0) leak_left = leak_every = atol(argv[2]);
     static char text[TEXT_MAX];
     uint64_t sum = 0;
     for (long i = 0; i < rounds; i++) {

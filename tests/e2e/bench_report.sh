@@ -194,3 +194,38 @@ printf 'recursive_stacks\t%s\t1000\t%s\t%s\tcmd\n' none 1000000 2000000 all 2000
 python3 "$GEN" --results "$D/rsn.tsv" --meta "$D/meta.txt" --icount "$D/rsn_ic.tsv" --out "$D/rsn.md" >"$D/gen.out" 2>&1
 l=$(target_line "$D/rsn.md" "stacks=all ≤ LeakSanitizer preloaded")
 check bench_report_recursive_counts_decide bash -c '[[ "$1" == *"stacks=all 2.00×, LeakSanitizer 2.80×"* && "$1" == *"| **met** (on instructions: the program alone ranged 60% in wall time in this run, more than the 6% between the two wall medians) |" ]]' _ "$l"
+# The depth probe beside it (scripts/bench.sh): the frames of each recorder's leak stacks, from
+# LeakSanitizer's text (its interceptor's #0 and an inlined call's repeated address not counted) and
+# from oomtrace's JSON (lost, unsuppressed leaks only), and the times of the probe as ratios.
+cat >"$D/lsan.txt" <<'LSAN'
+==1==ERROR: LeakSanitizer: detected memory leaks
+
+Direct leak of 16 byte(s) in 1 object(s) allocated from:
+    #0 0x7f0000000010 in __interceptor_malloc lsan_interceptors.cpp:75
+    #1 0x5500000000a0 in leaf prog.c:10
+    #2 0x5500000000a0 in inlined_into_leaf prog.c:12
+    #3 0x5500000000b0 in rec prog.c:20
+    #4 0x5500000000b0 in rec prog.c:20
+
+Direct leak of 8 byte(s) in 1 object(s) allocated from:
+    #0 0x7f0000000010 in __interceptor_malloc lsan_interceptors.cpp:75
+    #1 0x5500000000c0 in other prog.c:30
+
+SUMMARY: LeakSanitizer: 24 byte(s) leaked in 2 allocation(s).
+LSAN
+check bench_report_depth_lsan bash -c '[ "$(python3 "$1" --stack-depth "$2")" = "$(printf "2\t1.5\t2")" ]' _ "$GEN" "$D/lsan.txt"
+cat >"$D/ot.json" <<'OTJ'
+{"event": "leak_check", "leaks": [
+ {"kind": "host", "bytes": 16, "count": 1, "reachable": false, "suppressed": false, "stack": [{"ip": "0x1"}, {"ip": "0x2"}, {"ip": "0x3"}]},
+ {"kind": "host", "bytes": 8, "count": 1, "reachable": false, "suppressed": false, "stack": [{"ip": "0x1"}]},
+ {"kind": "host", "bytes": 8, "count": 1, "reachable": true, "suppressed": false, "stack": [{"ip": "0x1"}, {"ip": "0x2"}, {"ip": "0x3"}, {"ip": "0x4"}, {"ip": "0x5"}]},
+ {"kind": "host", "bytes": 8, "count": 1, "reachable": false, "suppressed": true, "stack": [{"ip": "0x1"}, {"ip": "0x2"}, {"ip": "0x3"}, {"ip": "0x4"}, {"ip": "0x5"}]}]}
+OTJ
+check bench_report_depth_json bash -c '[ "$(python3 "$1" --stack-depth "$2")" = "$(printf "2\t2.0\t3")" ]' _ "$GEN" "$D/ot.json"
+check bench_report_depth_unreadable bash -c '[ "$(python3 "$1" --stack-depth "$2")" = "$(printf "n/a\tn/a\tn/a")" ]' _ "$GEN" "$D/missing.json"
+printf 'meta\trounds\t1000\nstacks\tlsan\t16\t1.0\t1\nstacks\tlsan_full\t800\t12.0\t27\nstacks\tall\t810\t13.4\t32\nmeta\tdepth\t2\n' >"$D/depth.tsv"
+printf 'time\tnone\t0.10\ntime\tlsan\t0.25\ntime\tlsan_full\t10.0\ntime\tall\t0.65\ntime\tall_at_depth\t0.26\n' >>"$D/depth.tsv"
+python3 "$GEN" --results "$D/rs.tsv" --meta "$D/meta.txt" --depth "$D/depth.tsv" --out "$D/rsd.md" >"$D/gen.out" 2>&1
+l=$(target_line "$D/rsd.md" "stacks=all ≤ LeakSanitizer preloaded")
+check bench_report_depth_target bash -c '[[ "$1" == *"LeakSanitizer'"'"'s stacks held 1.0 frames here (its fast unwinder), oomtrace'"'"'s 13.4; cut to 2 frames stacks=all costs 2.60× against LeakSanitizer'"'"'s 2.50×, and LeakSanitizer walking whole stacks (fast_unwind_on_malloc=0) costs 100.00×"* && "$1" == *"| **missed** |" ]]' _ "$l"
+check bench_report_depth_table bash -c 'grep -q -F "| LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks) | 800 | 12.0 / 27 | 100.00× |" "$1" && grep -q -F "| oomtrace stacks=all, stack_depth=2 | — | — / — | 2.60× |" "$1"' _ "$D/rsd.md"
