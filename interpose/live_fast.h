@@ -35,6 +35,7 @@ typedef struct thread_counters {
     uint32_t nid;
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
     uint32_t walk_bytes;       /* its size: a record adopted by a later thread keeps its mapping */
+    uint32_t walk_embedded;    /* the walk cache lies in the nursery's mapping (never unmapped alone) */
     void *sites_pend;          /* pending call-site counts (sites.c), kept with the block */
     uint32_t evict_turn;       /* which way of a full nursery set goes to the table next */
     uint32_t found_in;         /* where this thread's last search elsewhere found its record:

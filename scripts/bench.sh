@@ -414,7 +414,9 @@ done
 
 # ---------------------------------------------------------------- system calls
 # The mmap and munmap calls of one run of each thread workload, without the preload and under
-# oomtrace (default): the table's own calls show up as the difference (strace -f -c).
+# oomtrace (default): the table's own calls show up as the difference (strace -f -c). strace -E
+# gives the preload to the program alone, as the run without it has no env process whose own
+# start-up (and oomtrace's in it) would count too (about 20 of the 91 more for bursty_pc 8).
 SYSCALLS=$RUN/syscalls.tsv
 : >"$SYSCALLS"
 if command -v strace >/dev/null 2>&1; then
@@ -422,9 +424,9 @@ if command -v strace >/dev/null 2>&1; then
         selected "$w" || continue
         for v in none default; do
             pre=()
-            [ $v = default ] && pre=(env LD_PRELOAD="$LIB")
+            [ $v = default ] && pre=(-E LD_PRELOAD="$LIB")
             # shellcheck disable=SC2086
-            "${pre[@]}" strace -f -c -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} >/dev/null 2>&1
+            strace "${pre[@]}" -f -c -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} >/dev/null 2>&1
             printf '%s\t%s\t%s\t%s\n' "$w" "$v" "$(awk '$NF == "mmap" { print $4 }' "$RUN/strace.txt")" \
                 "$(awk '$NF == "munmap" { print $4 }' "$RUN/strace.txt")" >>"$SYSCALLS"
         done
