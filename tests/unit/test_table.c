@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -941,6 +942,28 @@ TEST(big_tables_on_huge_page_boundaries)
     ot_table_reset_for_test();
 }
 
+/* A new table's pages are faulted in for writing when it is mapped (table.c, prefault): left to
+ * fault on first use, a migration's first read of each page mapped the zero page and its first
+ * write replaced it, with a TLB flush of every CPU each time. After one insert, every page of the
+ * first table is resident, not only the one that insert wrote. */
+TEST(new_table_pages_prefaulted)
+{
+    ot_table_reset_for_test();
+    ASSERT(ot_table_insert(0x7f3400000000ull, 1));
+    void *addr;
+    size_t bytes;
+    ot_table_test_root_map(&addr, &bytes);
+    ASSERT(addr != NULL && bytes >= 4 * 4096);
+    size_t pages = (bytes + 4095) / 4096, resident = 0;
+    unsigned char vec[4096];
+    ASSERT(pages <= sizeof vec);
+    ASSERT(mincore(addr, bytes, vec) == 0);
+    for (size_t i = 0; i < pages; i++) resident += vec[i] & 1;
+    printf("  first table: %lu of %lu pages resident after one insert\n", (unsigned long)resident, (unsigned long)pages);
+    EXPECT_EQ_U(resident, pages);
+    ot_table_reset_for_test();
+}
+
 TEST(walk_concurrent_with_writers)
 {
     ot_table_reset_for_test();
@@ -1109,4 +1132,4 @@ TEST_MAIN(single_thread_semantics, alone_passes_match_cas_passes, nested_late_in
           signal_mask_cost_decides_alone,
           address_space_limit, growth_to_10m_and_back, threads_stress,
           walk_concurrent_with_writers, grace_period, late_insert_during_migration, shrink_waits_while_falling,
-          big_tables_on_huge_page_boundaries, swinging_live_count_maps_bounded, bench)
+          big_tables_on_huge_page_boundaries, new_table_pages_prefaulted, swinging_live_count_maps_bounded, bench)
