@@ -47,6 +47,9 @@ typedef struct thread_counters {
      * window that begins after a run), its new records go straight to the table. */
     uint64_t window_start;
     uint32_t window_evictions;
+    /* At the last decision (note_eviction): the thread's host allocation and free counts. */
+    uint64_t decided_n, decided_freed;
+    uint32_t run_len; /* the last run's length, 0 after a window that started none */
     struct thread_counters *next;
 } thread_counters_t;
 

@@ -716,6 +716,72 @@ TEST(churn_never_enters_a_long_lived_phase)
     EXPECT_EQ_U(b.count, a.count);
 }
 
+/* A producer whose blocks another thread frees, in bursts larger than its nursery (bursty_pc):
+ * once a window has evicted 1 in 4 and the producer freed none of them itself, its records go to
+ * the table, where the consumer's frees look first. The same bursts freed by the producer itself
+ * keep the nursery (their evictions are well under 9 in 10). Every free finds its record. */
+#define BURST 12000
+#define BURSTS 12
+typedef struct {
+    long burst;
+    long misses;
+} burst_job_t;
+static void *burst_consumer(void *arg)
+{
+    burst_job_t *j = arg;
+    for (long i = 0; i < BURST; i++) j->misses += !ot_live_forget(key_of(63, j->burst * BURST + i), NULL, NULL);
+    return NULL;
+}
+static void *burst_producer(void *arg)
+{
+    long *res = arg; /* in: [0] 1 if another thread frees; out: [1] ever in a run, [2] misses, [3] in the table */
+    for (long b = 0; b < BURSTS; b++) {
+        for (long i = 0; i < BURST; i++) {
+            ot_live_record(key_of(63, b * BURST + i), 32, OT_KIND_HOST, -1);
+            res[1] |= atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) < ot_my_counters->window_start;
+        }
+        if (b == BURSTS - 1)
+            for (long i = 0; i < BURST; i++) {
+                uint64_t v;
+                res[3] += ot_table_lookup(key_of(63, b * BURST + i), &v);
+            }
+        burst_job_t j = {b, 0};
+        if (res[0]) {
+            pthread_t th;
+            if (pthread_create(&th, NULL, burst_consumer, &j) != 0) {
+                res[2] = -1;
+                return NULL;
+            }
+            pthread_join(th, NULL);
+        } else {
+            burst_consumer(&j);
+        }
+        res[2] += j.misses;
+    }
+    return NULL;
+}
+
+TEST(blocks_others_free_go_to_the_table)
+{
+    setup();
+    for (int others = 1; others >= 0; others--) {
+        ot_totals_t a, b;
+        totals(&a);
+        long res[4] = {others, 0, 0, 0};
+        pthread_t th;
+        ASSERT(pthread_create(&th, NULL, burst_producer, res) == 0);
+        pthread_join(th, NULL);
+        totals(&b);
+        printf("  freed by %s: %s, %ld of the last burst's %d records in the table\n",
+               others ? "another thread" : "the producer", res[1] ? "a run" : "no run", res[3], BURST);
+        EXPECT_EQ_U(res[1], (unsigned long)others);
+        EXPECT_EQ_U(res[2], 0);
+        if (others) EXPECT(res[3] > BURST * 9 / 10); /* the fast path still fills a free way */
+        EXPECT_EQ_U(b.count, a.count);
+        EXPECT_EQ_U(b.bytes, a.bytes);
+    }
+}
+
 /* ------------------------------------------------------------------ thread handoff churn
  * Short-lived threads, two at a time, each handed its lane's live set by the thread before it: it
  * frees a third of the set (blocks that an exited thread recorded, in its nursery or the table),
@@ -811,5 +877,5 @@ TEST(thread_handoff_churn)
     EXPECT_EQ_U(b.bytes, a.bytes);
 }
 
-TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, blocks_others_free_go_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find, thread_handoff_churn)
