@@ -60,6 +60,18 @@ static void counters_release(void *p)
     my_counters = NULL;
     ot_unwind_attach(NULL, 0);
     ot_sites_attach(NULL); /* this thread's pending call-site counts go to the sites */
+    /* Its host level's part not yet folded into the global level (under PEAK_GRANULE) goes there
+     * now: a record left idle would hold it back until a thread adopts the record, and the idle
+     * records of exited threads that freed more than they allocated (consumers) kept the level,
+     * and the peaks taken from it, above the live memory by up to PEAK_GRANULE each. */
+    kind_counters_t *kc = &c->k[OT_KIND_HOST];
+    int64_t level = (int64_t)(atomic_load_explicit(&kc->total_bytes, memory_order_relaxed) -
+                              atomic_load_explicit(&kc->freed_bytes, memory_order_relaxed));
+    if (level != c->flushed) {
+        int64_t d = level - c->flushed;
+        c->flushed = level;
+        ot_live_level_flush(0, d);
+    }
     /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
 }
@@ -131,10 +143,12 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
         while (id < MAX_NURSERIES && !atomic_compare_exchange_weak(&n_nurseries, &id, id + 1)) {
         }
         if (id < MAX_NURSERIES) {
-            size_t nb = sizeof(nursery_t), pb = (ot_sites_pend_bytes() + 63) & ~(size_t)63, wb = walk_bytes_wanted();
+            size_t nb = nursery_bytes(NURSERY_SETS), pb = (ot_sites_pend_bytes() + 63) & ~(size_t)63,
+                   wb = walk_bytes_wanted();
             char *m = ot_mmap(nb + pb + wb);
             if (!m && wb) m = ot_mmap(nb + pb + (wb = 0)); /* a tight address-space limit: the walk apart */
             if (m) {
+                ((nursery_t *)(void *)m)->mask = NURSERY_SETS - 1;
                 atomic_store_explicit(&nurseries[id], (nursery_t *)(void *)m, memory_order_release);
                 c->nursery = (nursery_t *)(void *)m;
                 c->nid = id;
@@ -321,6 +335,7 @@ static OT_NOINLINE bool evict_way(nursery_way_t *w, int v)
  * (wall time, median of 5: bursty_pc 2 threads -13%, 8 threads -13%, with every record sent to the
  * table). A producer whose blocks are freed before its sets fill (producer_consumer) evicts too
  * little for this. */
+static bool grow_nursery(thread_counters_t *c);
 static inline void note_eviction(thread_counters_t *c, uint64_t n)
 {
     c->window_evictions++;
@@ -328,7 +343,10 @@ static inline void note_eviction(thread_counters_t *c, uint64_t n)
     uint64_t w = n - c->window_start, ev = c->window_evictions;
     uint64_t freed = atomic_load_explicit(&c->k[OT_KIND_HOST].freed_count, memory_order_relaxed);
     bool others_free = (freed - c->decided_freed) * 8 < n - c->decided_n;
-    bool run = ev * 10 >= w * 9 || (ev * 4 >= w && others_free);
+    /* A producer's first answer is a larger nursery (NURSERY_SETS_GROWN); a run once it has one.
+     * A thread that keeps what it allocates (9 in 10 evicted) goes to the table at once. */
+    bool producer = ev * 10 < w * 9 && ev * 4 >= w && others_free;
+    bool run = ev * 10 >= w * 9 || (producer && !grow_nursery(c));
     c->decided_n = n;
     c->decided_freed = freed;
     /* Runs that follow each other grow, to DIRECT_RUN_MAX: each window back in the nursery costs
@@ -336,6 +354,29 @@ static inline void note_eviction(thread_counters_t *c, uint64_t n)
     c->run_len = !run ? 0 : c->run_len ? (c->run_len < DIRECT_RUN_MAX ? c->run_len * 2 : c->run_len) : DIRECT_RUN;
     c->window_start = run ? n + c->run_len : n;
     c->window_evictions = 0;
+}
+
+/* Gives c a nursery of NURSERY_SETS_GROWN sets, under a new id; false where it has one already or
+ * none can be had (out of ids or memory). The old nursery stays where it is, published: its records
+ * are found there by every search (its owner's too, which then looks as another thread would) and
+ * taken out as their blocks are freed; nothing new goes there. An exited thread's record keeps the
+ * larger nursery for the thread that adopts it. */
+static bool grow_nursery(thread_counters_t *c)
+{
+    if (c->nursery->mask + 1 >= NURSERY_SETS_GROWN) return false;
+    uint32_t id = atomic_load_explicit(&n_nurseries, memory_order_relaxed);
+    while (id < MAX_NURSERIES && !atomic_compare_exchange_weak(&n_nurseries, &id, id + 1)) {
+    }
+    if (id >= MAX_NURSERIES) return false;
+    int e = errno;
+    nursery_t *n = ot_mmap(nursery_bytes(NURSERY_SETS_GROWN));
+    errno = e;
+    if (!n) return false; /* the id stays unused */
+    n->mask = NURSERY_SETS_GROWN - 1;
+    atomic_store_explicit(&nurseries[id], n, memory_order_release);
+    c->nursery = n;
+    c->nid = id;
+    return true;
 }
 
 /* Records (key, val) in this thread's nursery (n: the thread's host allocation count). A way that
@@ -347,8 +388,7 @@ static inline void note_eviction(thread_counters_t *c, uint64_t n)
 static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val,
                                                                uint64_t n)
 {
-    unsigned set = nursery_set(key);
-    nursery_way_t *w = c->nursery->slot[set];
+    nursery_way_t *w = c->nursery->slot[nursery_set(c->nursery, key)];
     uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
     int way;
@@ -405,10 +445,7 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     uint32_t count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
     uint32_t last = (me != NULL ? me->found_in : 0) - 1, where = 0; /* last: a nursery id, or none */
     uint32_t hint = UINT32_MAX;
-    if (count > HINT_MIN_THREADS) {
-        hint = atomic_load_explicit(&ot_owner_hint[hint_index(key)], memory_order_relaxed);
-        if (hint == last) hint = UINT32_MAX;
-    }
+    bool hinted = count <= HINT_MIN_THREADS; /* the hint read (or not needed) */
     /* Where to look: the nursery where this thread's last search found its record (if it was one),
      * the table, the nursery the owner hint names (past HINT_MIN_THREADS nurseries), every other
      * nursery, then the table again. Records only ever move from a nursery to the table, so one
@@ -431,6 +468,13 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
          * producer's nursery and half in the table missed the table twice per wrong guess.) */
         if ((attempt > 0 || !table_tried) && (take ? ot_table_remove(key, val) : ot_table_lookup(key, val)))
             goto found;
+        /* Read only now: a miss on its shared line where the first look found the record cost
+         * bursty_pc 8 a quarter of its searches' time. */
+        if (!hinted) {
+            hinted = true;
+            hint = atomic_load_explicit(&ot_owner_hint[hint_index(key)], memory_order_relaxed);
+            if (hint == last) hint = UINT32_MAX;
+        }
         r = look_at(hint, count, own, key, val, take, &where);
         if (r == NG_FOUND) goto found;
         moving |= r == NG_MOVING;
@@ -773,7 +817,7 @@ void ot_live_walk(ot_table_visit_fn fn, void *ctx)
     for (uint32_t i = 0; i < count; i++) {
         nursery_t *n = atomic_load_explicit(&nurseries[i], memory_order_acquire);
         if (!n) continue;
-        for (unsigned set = 0; set < NURSERY_SETS; set++)
+        for (unsigned set = 0; set <= n->mask; set++)
             for (int way = 0; way < 2; way++) {
                 uint64_t k = atomic_load_explicit(&n->slot[set][way].key, memory_order_acquire);
                 /* A MOVING record is (or is about to be) in the table: the table walk has it. */

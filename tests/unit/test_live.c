@@ -679,24 +679,27 @@ TEST(long_lived_phase_frees_a_stale_nursery_record)
 }
 
 /* Blocks freed soon after they were allocated never start a run, however many there are, even
- * where some of them are evicted: 1,500 live at a time, scattered over the nursery's sets, so
- * that the fuller sets send some to the table. */
-#define CHURN_LIVE 1500
+ * where some of them are evicted: 3/8 of the nursery's records live at a time (1,536 in a first
+ * nursery; a thread that adopts a grown one gets more), scattered over its sets, so that the
+ * fuller sets send some to the table. */
 static uint64_t churn_key(long i) { return key_of(62, (long)(((uint64_t)i * 0x9E3779B97F4A7C15ull) >> 44)); }
 static void *phase_churn(void *arg)
 {
-    long *res = arg; /* [0] ever in a run, [1] frees that found their block in the table */
+    long *res = arg; /* [0] ever in a run, [1] frees that found their block in the table, [2] live */
     res[0] = res[1] = 0;
+    ot_live_record(churn_key(0), 24, OT_KIND_HOST, -1); /* the thread's record and nursery */
+    ot_live_forget(churn_key(0), NULL, NULL);
+    long live = res[2] = (long)(ot_my_counters->nursery->mask + 1) * 3 / 8;
     for (long i = 1; i <= 200000; i++) {
         ot_live_record(churn_key(i), 24, OT_KIND_HOST, -1);
         res[0] |= atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) < ot_my_counters->window_start; /* in a run */
-        if (i > CHURN_LIVE) {
+        if (i > live) {
             uint64_t v;
-            res[1] += ot_table_lookup(churn_key(i - CHURN_LIVE), &v);
-            ot_live_forget(churn_key(i - CHURN_LIVE), NULL, NULL);
+            res[1] += ot_table_lookup(churn_key(i - live), &v);
+            ot_live_forget(churn_key(i - live), NULL, NULL);
         }
     }
-    for (long i = 200000 - CHURN_LIVE + 1; i <= 200000; i++) ot_live_forget(churn_key(i), NULL, NULL);
+    for (long i = 200000 - live + 1; i <= 200000; i++) ot_live_forget(churn_key(i), NULL, NULL);
     return NULL;
 }
 
@@ -705,80 +708,92 @@ TEST(churn_never_enters_a_long_lived_phase)
     setup();
     ot_totals_t a, b;
     totals(&a);
-    long res[2] = {1, 0};
+    long res[3] = {1, 0, 0};
     pthread_t th;
     ASSERT(pthread_create(&th, NULL, phase_churn, res) == 0);
     pthread_join(th, NULL);
     EXPECT_EQ_U(res[0], 0);
     EXPECT(res[1] > 0); /* some were evicted: the threshold, not the lack of evictions, kept it out */
-    printf("  %ld of %d frees found their block in the table\n", res[1], 200000 - CHURN_LIVE);
+    printf("  %ld of %ld frees found their block in the table (%ld live)\n", res[1], 200000 - res[2], res[2]);
     totals(&b);
     EXPECT_EQ_U(b.count, a.count);
 }
 
 /* A producer whose blocks another thread frees, in bursts larger than its nursery (bursty_pc):
- * once a window has evicted 1 in 4 and the producer freed none of them itself, its records go to
- * the table, where the consumer's frees look first. The same bursts freed by the producer itself
- * keep the nursery (their evictions are well under 9 in 10). Every free finds its record. */
-#define BURST 12000
-#define BURSTS 12
+ * once a window has evicted 1 in 4 and the producer freed none of them itself, it gets a nursery
+ * of NURSERY_SETS_GROWN sets, which holds such bursts; bursts too large for that one too start a
+ * run, whose records go to the table, where the consumer's frees look first. The same bursts
+ * freed by the producer itself keep the first nursery and no run (their evictions are well under
+ * 9 in 10). Every free finds its record, the old nursery's included. */
+#define BURSTS 6
 typedef struct {
-    long burst;
-    long misses;
+    long burst, size, misses;
 } burst_job_t;
 static void *burst_consumer(void *arg)
 {
     burst_job_t *j = arg;
-    for (long i = 0; i < BURST; i++) j->misses += !ot_live_forget(key_of(63, j->burst * BURST + i), NULL, NULL);
+    for (long i = 0; i < j->size; i++) j->misses += !ot_live_forget(key_of(63, j->burst * j->size + i), NULL, NULL);
     return NULL;
 }
+typedef struct {
+    int others;         /* another thread frees */
+    long size;          /* blocks per burst */
+    long run, misses;   /* out: ever in a run, frees that missed */
+    long in_table;      /* out: the last burst's records in the table */
+    unsigned sets;      /* out: the producer's nursery at the end */
+} burst_case_t;
 static void *burst_producer(void *arg)
 {
-    long *res = arg; /* in: [0] 1 if another thread frees; out: [1] ever in a run, [2] misses, [3] in the table */
+    burst_case_t *bc = arg;
     for (long b = 0; b < BURSTS; b++) {
-        for (long i = 0; i < BURST; i++) {
-            ot_live_record(key_of(63, b * BURST + i), 32, OT_KIND_HOST, -1);
-            res[1] |= atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) < ot_my_counters->window_start;
+        for (long i = 0; i < bc->size; i++) {
+            ot_live_record(key_of(63, b * bc->size + i), 32, OT_KIND_HOST, -1);
+            bc->run |= atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) < ot_my_counters->window_start;
         }
         if (b == BURSTS - 1)
-            for (long i = 0; i < BURST; i++) {
+            for (long i = 0; i < bc->size; i++) {
                 uint64_t v;
-                res[3] += ot_table_lookup(key_of(63, b * BURST + i), &v);
+                bc->in_table += ot_table_lookup(key_of(63, b * bc->size + i), &v);
             }
-        burst_job_t j = {b, 0};
-        if (res[0]) {
+        burst_job_t j = {b, bc->size, 0};
+        if (bc->others) {
             pthread_t th;
             if (pthread_create(&th, NULL, burst_consumer, &j) != 0) {
-                res[2] = -1;
+                bc->misses = -1;
                 return NULL;
             }
             pthread_join(th, NULL);
         } else {
             burst_consumer(&j);
         }
-        res[2] += j.misses;
+        bc->misses += j.misses;
     }
+    bc->sets = ot_my_counters->nursery->mask + 1;
     return NULL;
 }
 
-TEST(blocks_others_free_go_to_the_table)
+TEST(blocks_others_free_grow_the_nursery)
 {
     setup();
-    for (int others = 1; others >= 0; others--) {
+    burst_case_t cases[] = {{1, 12000, 0, 0, 0, 0}, {0, 12000, 0, 0, 0, 0}, {1, 5 * NURSERY_SETS_GROWN / 2, 0, 0, 0, 0}};
+    for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        burst_case_t *bc = &cases[c];
         ot_totals_t a, b;
         totals(&a);
-        long res[4] = {others, 0, 0, 0};
         pthread_t th;
-        ASSERT(pthread_create(&th, NULL, burst_producer, res) == 0);
+        ASSERT(pthread_create(&th, NULL, burst_producer, bc) == 0);
         pthread_join(th, NULL);
         totals(&b);
-        printf("  freed by %s: %s, %ld of the last burst's %d records in the table\n",
-               others ? "another thread" : "the producer", res[1] ? "a run" : "no run", res[3], BURST);
-        EXPECT_EQ_U(res[1], (unsigned long)others);
-        EXPECT_EQ_U(res[2], 0);
-        if (others) EXPECT(res[3] > BURST * 9 / 10); /* the fast path still fills a free way */
+        printf("  bursts of %ld freed by %s: nursery of %u sets, %s, %ld of the last burst in the table\n", bc->size,
+               bc->others ? "another thread" : "the producer", bc->sets, bc->run ? "a run" : "no run", bc->in_table);
+        EXPECT_EQ_U(bc->misses, 0);
         EXPECT_EQ_U(b.count, a.count);
         EXPECT_EQ_U(b.bytes, a.bytes);
+        EXPECT_EQ_U(bc->sets, bc->others ? NURSERY_SETS_GROWN : NURSERY_SETS);
+        EXPECT_EQ_U(bc->run, c == 2);
+        if (c == 0) EXPECT_EQ_U(bc->in_table, 0); /* the grown nursery holds a whole burst */
+        if (c == 1) EXPECT(bc->in_table > 0);     /* evicted, but too few for a run */
+        if (c == 2) EXPECT(bc->in_table >= bc->size - 2 * NURSERY_SETS_GROWN); /* all the nursery cannot hold */
     }
 }
 
@@ -877,5 +892,5 @@ TEST(thread_handoff_churn)
     EXPECT_EQ_U(b.bytes, a.bytes);
 }
 
-TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, blocks_others_free_go_to_the_table, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, blocks_others_free_grow_the_nursery, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find, thread_handoff_churn)
