@@ -611,11 +611,8 @@ static inline uint64_t rule_cached(uintptr_t ip)
 
 static inline uint64_t rule_for(uintptr_t ip)
 {
-    rc_set_t *set = rc_set(ip);
-    uint64_t rule;
-    for (unsigned w = 0; w < RC_WAYS; w++)
-        if (OT_LIKELY(rc_hit(&set->way[w], ip, &rule))) return rule;
-    return rule_miss(set, ip);
+    uint64_t rule = rule_cached(ip);
+    return OT_LIKELY(rule_kind(rule) != R_NONE) ? rule : rule_miss(rc_set(ip), ip);
 }
 
 /* ------------------------------------------------------------------ the walk
