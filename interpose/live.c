@@ -118,6 +118,27 @@ static size_t walk_bytes_wanted(void)
                                              : OT_UNWIND_CACHE_SAMPLED_BYTES;
 }
 
+/* A nursery id for a new nursery: false when all MAX_NURSERIES are taken. An id whose mapping then
+ * fails stays unused (readers skip a NULL nursery). */
+static bool nursery_id_take(uint32_t *id)
+{
+    uint32_t i = atomic_load_explicit(&n_nurseries, memory_order_relaxed);
+    while (i < MAX_NURSERIES && !atomic_compare_exchange_weak(&n_nurseries, &i, i + 1)) {
+    }
+    *id = i;
+    return i < MAX_NURSERIES;
+}
+
+/* mem, mapped for a nursery of `sets` sets, becomes nursery `id`, published, and c's. */
+static void nursery_publish(thread_counters_t *c, uint32_t id, void *mem, unsigned sets)
+{
+    nursery_t *n = mem;
+    n->mask = sets - 1;
+    atomic_store_explicit(&nurseries[id], n, memory_order_release);
+    c->nursery = n;
+    c->nid = id;
+}
+
 static OT_NOINLINE thread_counters_t *counters_slow(void)
 {
     ensure_key();
@@ -139,19 +160,14 @@ static OT_NOINLINE thread_counters_t *counters_slow(void)
          * the record instead of two (bursty_pc 8, strace -f: 92..98 mmap calls under oomtrace
          * before, 83..84 after, 25 without it). The id is taken first; one whose mapping failed
          * stays unused (readers skip a NULL nursery). */
-        uint32_t id = atomic_load_explicit(&n_nurseries, memory_order_relaxed);
-        while (id < MAX_NURSERIES && !atomic_compare_exchange_weak(&n_nurseries, &id, id + 1)) {
-        }
-        if (id < MAX_NURSERIES) {
+        uint32_t id;
+        if (nursery_id_take(&id)) {
             size_t nb = nursery_bytes(NURSERY_SETS), pb = (ot_sites_pend_bytes() + 63) & ~(size_t)63,
                    wb = walk_bytes_wanted();
             char *m = ot_mmap(nb + pb + wb);
             if (!m && wb) m = ot_mmap(nb + pb + (wb = 0)); /* a tight address-space limit: the walk apart */
             if (m) {
-                ((nursery_t *)(void *)m)->mask = NURSERY_SETS - 1;
-                atomic_store_explicit(&nurseries[id], (nursery_t *)(void *)m, memory_order_release);
-                c->nursery = (nursery_t *)(void *)m;
-                c->nid = id;
+                nursery_publish(c, id, m, NURSERY_SETS);
                 c->sites_pend = m + nb;
                 if (wb) {
                     c->walk = m + nb + pb;
@@ -363,19 +379,11 @@ static inline void note_eviction(thread_counters_t *c, uint64_t n)
  * larger nursery for the thread that adopts it. */
 static bool grow_nursery(thread_counters_t *c)
 {
-    if (c->nursery->mask + 1 >= NURSERY_SETS_GROWN) return false;
-    uint32_t id = atomic_load_explicit(&n_nurseries, memory_order_relaxed);
-    while (id < MAX_NURSERIES && !atomic_compare_exchange_weak(&n_nurseries, &id, id + 1)) {
-    }
-    if (id >= MAX_NURSERIES) return false;
-    int e = errno;
-    nursery_t *n = ot_mmap(nursery_bytes(NURSERY_SETS_GROWN));
-    errno = e;
-    if (!n) return false; /* the id stays unused */
-    n->mask = NURSERY_SETS_GROWN - 1;
-    atomic_store_explicit(&nurseries[id], n, memory_order_release);
-    c->nursery = n;
-    c->nid = id;
+    uint32_t id;
+    if (c->nursery->mask + 1 >= NURSERY_SETS_GROWN || !nursery_id_take(&id)) return false;
+    void *m = ot_mmap(nursery_bytes(NURSERY_SETS_GROWN)); /* keeps errno */
+    if (!m) return false;
+    nursery_publish(c, id, m, NURSERY_SETS_GROWN);
     return true;
 }
 
