@@ -65,13 +65,8 @@ static void counters_release(void *p)
      * records of exited threads that freed more than they allocated (consumers) kept the level,
      * and the peaks taken from it, above the live memory by up to PEAK_GRANULE each. */
     kind_counters_t *kc = &c->k[OT_KIND_HOST];
-    int64_t level = (int64_t)(atomic_load_explicit(&kc->total_bytes, memory_order_relaxed) -
-                              atomic_load_explicit(&kc->freed_bytes, memory_order_relaxed));
-    if (level != c->flushed) {
-        int64_t d = level - c->flushed;
-        c->flushed = level;
-        ot_live_level_flush(0, d);
-    }
+    host_level_fold(c, (int64_t)(atomic_load_explicit(&kc->total_bytes, memory_order_relaxed) -
+                                 atomic_load_explicit(&kc->freed_bytes, memory_order_relaxed)), 1);
     /* Keep the counts (they still describe live memory); let the next new thread reuse the block. */
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
 }

@@ -148,19 +148,23 @@ static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool t
     return nursery_find(n, key, val, take, true) == NG_FOUND;
 }
 
-/* Folds this thread's host level into the approximate global level once it moved PEAK_GRANULE
- * away from what was folded last; device kinds are folded at once. */
+/* Folds this thread's host level into the approximate global level once it is at least step away
+ * from what was folded last. */
+static inline __attribute__((always_inline)) void host_level_fold(thread_counters_t *c, int64_t level, int64_t step)
+{
+    int64_t delta = level - c->flushed;
+    if (OT_LIKELY(delta < step && delta > -step)) return;
+    c->flushed = level;
+    ot_live_level_flush(0, delta);
+}
+
+/* A change of this thread's level: the host level folded per PEAK_GRANULE, device kinds at once. */
 static inline __attribute__((always_inline)) void level_change(thread_counters_t *c, unsigned kind, int64_t delta,
                                                                 uint64_t allocated, uint64_t freed)
 {
     int cls = ot_kind_is_device(kind);
-    if (cls == 0) {
-        int64_t level = (int64_t)(allocated - freed);
-        delta = level - c->flushed;
-        if (OT_LIKELY(delta < PEAK_GRANULE && delta > -PEAK_GRANULE)) return;
-        c->flushed = level;
-    }
-    ot_live_level_flush(cls, delta);
+    if (cls == 0) host_level_fold(c, (int64_t)(allocated - freed), PEAK_GRANULE);
+    else ot_live_level_flush(cls, delta);
 }
 
 /* A block of `size` becomes live / stops being live on this thread's counters. */
