@@ -337,15 +337,13 @@ static OT_NOINLINE bool evict_way(nursery_way_t *w, int v)
 #define DIRECT_RUN_MAX (16u * DIRECT_RUN)
 
 /* A thread whose blocks other threads free (a producer: bursty_pc, a server handing requests on)
- * gains nothing from its nursery once it evicts: a record that stays there costs the thread that
- * frees it a CAS on the producer's line and, guessing where to look, a second line (the table, or
- * another nursery and the owner hints past 8 threads), and one evicted costs the move besides the
- * table's insert. So a window that evicted at least 1 in 4 of its allocations also starts a run
- * where the thread itself freed fewer than 1 in 8 of what it allocated since the last decision:
- * its records then go to the table in allocation order, where their consumers' frees look first
- * (wall time, median of 5: bursty_pc 2 threads -13%, 8 threads -13%, with every record sent to the
- * table). A producer whose blocks are freed before its sets fill (producer_consumer) evicts too
- * little for this. */
+ * and that evicts pays for every record twice: the move to the table besides the table's insert,
+ * and its consumer's search a wrong first guess. So a window that evicted at least 1 in 4 of its
+ * allocations, where the thread itself freed fewer than 1 in 8 of what it allocated since the last
+ * decision, first gives the thread a nursery of NURSERY_SETS_GROWN sets (grow_nursery); once it
+ * has one, such a window starts a run, whose records go to the table in allocation order, where
+ * their consumers' frees look first. A producer whose blocks are freed before its sets fill
+ * (producer_consumer) evicts too little for either. */
 static bool grow_nursery(thread_counters_t *c);
 static inline void note_eviction(thread_counters_t *c, uint64_t n)
 {
@@ -354,15 +352,16 @@ static inline void note_eviction(thread_counters_t *c, uint64_t n)
     uint64_t w = n - c->window_start, ev = c->window_evictions;
     uint64_t freed = atomic_load_explicit(&c->k[OT_KIND_HOST].freed_count, memory_order_relaxed);
     bool others_free = (freed - c->decided_freed) * 8 < n - c->decided_n;
-    /* A producer's first answer is a larger nursery (NURSERY_SETS_GROWN); a run once it has one.
-     * A thread that keeps what it allocates (9 in 10 evicted) goes to the table at once. */
-    bool producer = ev * 10 < w * 9 && ev * 4 >= w && others_free;
-    bool run = ev * 10 >= w * 9 || (producer && !grow_nursery(c));
+    /* A thread that keeps what it allocates (9 in 10 evicted) goes to the table at once. */
+    bool keeper = ev * 10 >= w * 9, producer = !keeper && ev * 4 >= w && others_free;
+    bool run = keeper || (producer && !grow_nursery(c));
     c->decided_n = n;
     c->decided_freed = freed;
     /* Runs that follow each other grow, to DIRECT_RUN_MAX: each window back in the nursery costs
      * DIRECT_WINDOW records of the kind the runs avoid (bursty_pc 2 threads: 23 windows). */
-    c->run_len = !run ? 0 : c->run_len ? (c->run_len < DIRECT_RUN_MAX ? c->run_len * 2 : c->run_len) : DIRECT_RUN;
+    if (!run) c->run_len = 0;
+    else if (!c->run_len) c->run_len = DIRECT_RUN;
+    else if (c->run_len < DIRECT_RUN_MAX) c->run_len *= 2;
     c->window_start = run ? n + c->run_len : n;
     c->window_evictions = 0;
 }
