@@ -447,16 +447,10 @@ fi
 # stacks=all cut to the depth LSan's fast unwinder reached (at least 2 frames).
 DEPTH=$RUN/depth.tsv
 : >"$DEPTH"
-best_of_3() { # command... -> the least wall seconds of three runs
-    local best="" t0 t1 d
-    for _ in 1 2 3; do
-        t0=$EPOCHREALTIME
-        "$@" >/dev/null 2>&1
-        t1=$EPOCHREALTIME
-        d=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
-        if [ -z "$best" ] || awk -v d="$d" -v b="$best" 'BEGIN { exit !(d < b) }'; then best=$d; fi
-    done
-    echo "$best"
+best_of_3() { # command... -> the least wall seconds of three runs (runstat's first column)
+    : >"$RUN/best3.txt"
+    for _ in 1 2 3; do "$RUNSTAT" "$RUN/best3.txt" "$@" >/dev/null 2>&1; done
+    sort -g "$RUN/best3.txt" | awk 'NR == 1 { print $1 }'
 }
 if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
     P=${PROG[recursive_stacks]} dn=$(q 60000 30000)
@@ -465,10 +459,8 @@ if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
     env LSAN_OPTIONS=exitcode=0:fast_unwind_on_malloc=0 LD_PRELOAD="$LSAN_LIB" "$P" "$dn" 97 2>"$RUN/depth.lsan_full.txt" >/dev/null
     env OOMTRACE_OPTIONS="leak_check=1:leak_exitcode=0:report=$RUN/depth.all.json:log=/dev/null" LD_PRELOAD="$LIB" \
         "$P" "$dn" 97 >/dev/null 2>&1
-    for v in lsan lsan_full all; do
-        f=$RUN/depth.$v.txt
-        [ $v = all ] && f=$RUN/depth.all.json
-        printf 'stacks\t%s\t%s\n' "$v" "$("$GEN_PY" scripts/bench_report.py --stack-depth "$f")" >>"$DEPTH"
+    for f in lsan.txt lsan_full.txt all.json; do
+        printf 'stacks\t%s\t%s\n' "${f%.*}" "$("$GEN_PY" scripts/bench_report.py --stack-depth "$RUN/depth.$f")" >>"$DEPTH"
     done
     dmax=$(awk -F'\t' '$1 == "stacks" && $2 == "lsan" { print $5 }' "$DEPTH")
     case $dmax in '' | *[!0-9]*) dmax=2 ;; esac
@@ -482,6 +474,8 @@ if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
     printf 'time\tall_at_depth\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all:stack_depth=$dmax LD_PRELOAD="$LIB" \
         "$P" "$dn")" >>"$DEPTH"
     say "recursive_stacks: stack depth probe done ($dn rounds)"
+elif selected recursive_stacks; then
+    say "recursive_stacks: no stack depth probe: $lsan_note"
 fi
 
 # ---------------------------------------------------------------- instruction counts
