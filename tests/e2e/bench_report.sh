@@ -229,3 +229,7 @@ python3 "$GEN" --results "$D/rs.tsv" --meta "$D/meta.txt" --depth "$D/depth.tsv"
 l=$(target_line "$D/rsd.md" "stacks=all ≤ LeakSanitizer preloaded")
 check bench_report_depth_target bash -c '[[ "$1" == *"LeakSanitizer'"'"'s stacks held 1.0 frames here (its fast unwinder), oomtrace'"'"'s 13.4; cut to 2 frames stacks=all costs 2.60× against LeakSanitizer'"'"'s 2.50×, and LeakSanitizer walking whole stacks (fast_unwind_on_malloc=0) costs 100.00×"* && "$1" == *"| **missed** |" ]]' _ "$l"
 check bench_report_depth_table bash -c 'grep -q -F "| LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks) | 800 | 12.0 / 27 | 100.00× |" "$1" && grep -q -F "| oomtrace stacks=all, stack_depth=2 | — | — / — | 2.60× |" "$1"' _ "$D/rsd.md"
+# Without LeakSanitizer the probe does not run, and the page says why where its section would be.
+{ cat "$D/meta.txt"; echo "lsan_note=LeakSanitizer (liblsan0) is not installed"; } >"$D/meta_nolsan.txt"
+python3 "$GEN" --results "$D/rs.tsv" --meta "$D/meta_nolsan.txt" --out "$D/rs_nolsan.md" >"$D/gen.out" 2>&1
+check bench_report_depth_not_measured grep -q -F "Not measured: LeakSanitizer (liblsan0) is not installed." "$D/rs_nolsan.md"
