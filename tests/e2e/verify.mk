@@ -14,3 +14,5 @@ $(B)/verify/liboomtrace.so: $(filter-out $(VERIFY_SRCS:%=$(B)/obj/%.o),$(LIB_OBJ
 	    -Wl,-z,nodelete -Wl,--no-undefined $(LIBS)
 
 EXTRA_TEST_BINS += $(B)/verify/liboomtrace.so
+# unwind_verify.sh also checks the stacks of the bench's recursive workload, built as the bench builds it.
+EXTRA_TEST_BINS += $(B)/bench/recursive_stacks
