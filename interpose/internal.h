@@ -105,6 +105,7 @@ const char *ot_errno_name(int err); /* "ENOMEM" */
 /* ------------------------------------------------------------------ mmap_alloc.c
  * Internal memory: mmap-backed, never from the malloc we wrap. */
 void *ot_mmap(size_t bytes);                 /* zeroed, NULL on failure */
+void ot_prefault(void *p, size_t bytes);     /* faults p..p+bytes in for writing now (keeps errno) */
 void ot_munmap(void *p, size_t bytes);
 /* Bump allocator over mmap'd chunks for small permanent objects (per-thread state, strings). */
 void *ot_perm_alloc(size_t bytes);

@@ -73,6 +73,17 @@ void *ot_mmap(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+void ot_prefault(void *p, size_t bytes)
+{
+    int saved = errno;
+    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0)
+        for (size_t at = 0; at < bytes; at += 4096) __atomic_store_n((char *)p + at, 0, __ATOMIC_RELAXED);
+    errno = saved;
+}
+
 void ot_munmap(void *p, size_t bytes)
 {
     int saved = errno;

@@ -277,16 +277,6 @@ static OT_TLS tstate_t ts;
  * faults together, in the same page tables, contending for their lock (bursty_pc 8 threads, perf:
  * 11% of the run in do_anonymous_page's pte lock and ptep_clear_flush's IPIs under migrate_slot).
  * MADV_POPULATE_WRITE (Linux 5.14) does it in one call; elsewhere a store to each page. */
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-static void prefault(char *p, size_t bytes)
-{
-    int saved = errno;
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0)
-        for (size_t at = 0; at < bytes; at += 4096) __atomic_store_n(&p[at], 0, __ATOMIC_RELAXED);
-    errno = saved;
-}
 
 static void *map(size_t bytes)
 {
@@ -310,7 +300,7 @@ static void *map(size_t bytes)
 #ifdef MADV_HUGEPAGE
     if (bytes >= THP_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-    prefault(p, bytes);
+    ot_prefault(p, bytes);
     __atomic_fetch_add(&g_mapped, bytes, __ATOMIC_RELAXED);
     return p;
 }
