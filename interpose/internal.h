@@ -278,7 +278,7 @@ void ot_unwind_init(void);
 #define OT_UNWIND_CACHE_BYTES 114688
 #define OT_UNWIND_CACHE_SAMPLED_BYTES 45056
 #define OT_UNWIND_CACHE_MIN_BYTES 14336
-/* stacks=all attaches this much more after OT_UNWIND_CACHE_BYTES: the stack memo (unwind.c), 4,096
+/* stacks=all attaches this much more after OT_UNWIND_CACHE_BYTES: the stack memo (unwind.c), 8,192
  * noted stacks beyond the 16 walks, for programs that allocate from hundreds or thousands of stacks
  * in turn (recursive code: tests/bench/recursive_stacks.c). Touched as it fills. */
 #define OT_UNWIND_MEMO_BYTES (4u << 20)

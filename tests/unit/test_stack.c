@@ -1134,7 +1134,9 @@ static OT_NOINLINE unsigned deep(unsigned d, capture_fn fn, unsigned iters, uint
  * the sixteen buffers hold are each found again with their own note, by the probe asked before any
  * walk; a stack that shares frame 0 with a noted one is not taken for it; after a dlclose none is
  * taken. Without the memo's memory, the same cycle finds nothing (the buffers' LRU order loses every
- * stack before it comes round again). */
+ * stack before it comes round again). The stacks are walked to their end, through libc's start-up
+ * frames: return addresses in two modules, so an entry's checks use both its bases for them (frame
+ * 0's ip and its far base). */
 #define MEMO_STACKS 28
 NOTED_CALLER(memo_outer_a, noted_via_a, 8)
 NOTED_CALLER(memo_outer_b, noted_via_a, 9)
