@@ -278,7 +278,9 @@ static void write_text(int fd, const ot_leak_scan_t *sc, const totals_t *t, bool
 {
     ot_buf_t b;
     ot_buf_init(&b, out_mem, sizeof out_mem, fd);
-    ot_buf_printf(&b, "oomtrace: ==== pid %d (%s) leak check at exit [", (int)ot_state.pid, ot_state.exe);
+    const ot_report_proc_t proc = ot_report_process();
+    ot_report_text_head(&b, &proc);
+    ot_buf_puts(&b, "leak check at exit [");
     ot_report_put_time_utc(&b, time(NULL));
     ot_buf_puts(&b, "]\n");
     ot_buf_printf(&b, "oomtrace: %zu live blocks; %u other threads (%u stopped with registers by signal %d, %u without); "
@@ -368,19 +370,9 @@ static void write_json(int fd, unsigned no, const ot_leak_scan_t *sc, const tota
 {
     ot_buf_t b;
     ot_buf_init(&b, out_mem, sizeof out_mem, fd);
-    ot_buf_puts(&b, "{\"schema_version\":1,\"tool\":\"oomtrace " OT_VERSION "\",\"event\":\"leak_check\",\"report_number\":");
-    ot_buf_u64(&b, no);
-    ot_buf_puts(&b, ",\"time\":\"");
-    ot_report_put_time_utc(&b, time(NULL));
-    ot_buf_printf(&b, "\",\"process\":{\"pid\":%d,\"exe\":", (int)ot_state.pid);
-    ot_buf_json_str(&b, ot_state.exe);
-    ot_buf_puts(&b, ",\"cmdline\":");
-    ot_buf_json_str(&b, ot_state.cmdline);
-    ot_buf_puts(&b, ",\"host\":");
-    ot_buf_json_str(&b, ot_state.host);
-    ot_buf_puts(&b, ",\"rank\":");
-    ot_buf_json_str(&b, ot_rank_string());
-    ot_buf_printf(&b, "},\"leak_check\":{\"passed\":%s,\"program_exit_status\":%d,\"exit_status\":%d,\"blocks\":%zu,"
+    const ot_report_proc_t proc = ot_report_process();
+    ot_report_json_head(&b, "leak_check", no, time(NULL), &proc);
+    ot_buf_printf(&b, ",\"leak_check\":{\"passed\":%s,\"program_exit_status\":%d,\"exit_status\":%d,\"blocks\":%zu,"
                       "\"threads\":%u,\"threads_with_registers\":%u,\"threads_without_registers\":%u,\"signal\":%d,",
                   failed ? "false" : "true", status, failed && status == 0 ? (int)ot_opt.leak_exitcode : status, sc->n,
                   sc->threads, sc->threads_with_regs, sc->threads_without_regs, ot_world_signal());

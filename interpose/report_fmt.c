@@ -1,5 +1,8 @@
 /* Pieces every report writer shares: frames and stacks (symbolized), times and sizes. No malloc:
  * the frame is static, so one report at a time (the caller's lock). */
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "report_internal.h"
 
 static ot_frame_t frame_tmp;
@@ -79,6 +82,35 @@ void ot_report_json_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth)
         ot_buf_putc(b, '}');
     }
     ot_buf_putc(b, ']');
+}
+
+ot_report_proc_t ot_report_process(void)
+{
+    /* A child made by a raw clone/fork syscall never ran our atfork handler: ask the kernel. */
+    ot_state.pid = (pid_t)syscall(SYS_getpid);
+    return (ot_report_proc_t){(int)ot_state.pid, ot_state.exe, ot_state.cmdline, ot_state.host, ot_rank_string()};
+}
+
+void ot_report_json_head(ot_buf_t *b, const char *event, unsigned report_no, time_t when, const ot_report_proc_t *p)
+{
+    ot_buf_puts(b, "{\"schema_version\":1,\"tool\":\"oomtrace " OT_VERSION "\",\"event\":");
+    ot_buf_json_str(b, event);
+    ot_buf_printf(b, ",\"report_number\":%u,\"time\":\"", report_no);
+    ot_report_put_time_utc(b, when);
+    ot_buf_printf(b, "\",\"process\":{\"pid\":%d,\"exe\":", p->pid);
+    ot_buf_json_str(b, p->exe);
+    ot_buf_puts(b, ",\"cmdline\":");
+    ot_buf_json_str(b, p->cmdline);
+    ot_buf_puts(b, ",\"host\":");
+    ot_buf_json_str(b, p->host);
+    ot_buf_puts(b, ",\"rank\":");
+    ot_buf_json_str(b, p->rank);
+    ot_buf_putc(b, '}');
+}
+
+void ot_report_text_head(ot_buf_t *b, const ot_report_proc_t *p)
+{
+    ot_buf_printf(b, "oomtrace: ==== pid %d (%s) ", p->pid, p->exe);
 }
 
 void ot_report_put_time_utc(ot_buf_t *b, time_t t)

@@ -20,12 +20,10 @@ static unsigned gather_sites(ot_site_info_t *out, unsigned max, bool device)
 
 void ot_report_gather(ot_report_t *r, const char *event, const ot_failure_t *f, const char *reason)
 {
-    /* A child made by a raw clone/fork syscall never ran our atfork handler: ask the kernel. */
-    ot_state.pid = (pid_t)syscall(SYS_getpid);
     r->event = event;
     r->f = f;
     r->reason = reason;
-    r->proc = (ot_report_proc_t){(int)ot_state.pid, ot_state.exe, ot_state.cmdline, ot_state.host, ot_rank_string()};
+    r->proc = ot_report_process();
     r->opt = (ot_report_opts_t){ot_opt.stacks, ot_opt.sample_bytes, ot_opt.stack_min_bytes, ot_opt.stack_depth,
                                 ot_opt.max_reports, ot_opt.top_sites};
     r->tid = (long)syscall(SYS_gettid);

@@ -89,19 +89,7 @@ void ot_report_write_json(const ot_report_t *r, int fd)
     ot_buf_init(&b, json_mem, sizeof json_mem, fd);
     const ot_failure_t *f = r->f;
     const ot_host_mem_t *m = &r->mem;
-    ot_buf_puts(&b, "{\"schema_version\":1,\"tool\":\"oomtrace " OT_VERSION "\",\"event\":");
-    ot_buf_json_str(&b, r->event);
-    ot_buf_printf(&b, ",\"report_number\":%u,\"time\":\"", r->report_no);
-    ot_report_put_time_utc(&b, r->when);
-    ot_buf_printf(&b, "\",\"process\":{\"pid\":%d,\"exe\":", r->proc.pid);
-    ot_buf_json_str(&b, r->proc.exe);
-    ot_buf_puts(&b, ",\"cmdline\":");
-    ot_buf_json_str(&b, r->proc.cmdline);
-    ot_buf_puts(&b, ",\"host\":");
-    ot_buf_json_str(&b, r->proc.host);
-    ot_buf_puts(&b, ",\"rank\":");
-    ot_buf_json_str(&b, r->proc.rank);
-    ot_buf_puts(&b, "}");
+    ot_report_json_head(&b, r->event, r->report_no, r->when, &r->proc);
     if (r->reason) {
         ot_buf_puts(&b, ",\"reason\":");
         ot_buf_json_str(&b, r->reason);

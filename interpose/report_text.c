@@ -114,7 +114,7 @@ void ot_report_write_text(const ot_report_t *r, int fd)
     ot_buf_init(&b, text_mem, sizeof text_mem, fd);
     const ot_failure_t *f = r->f;
     const ot_host_mem_t *m = &r->mem;
-    ot_buf_printf(&b, "oomtrace: ==== pid %d (%s) ", r->proc.pid, r->proc.exe);
+    ot_report_text_head(&b, &r->proc);
     if (f) {
         ot_buf_printf(&b, "%s(", f->api);
         if (f->count) ot_buf_printf(&b, "%llu, ", (unsigned long long)f->count);
