@@ -206,7 +206,11 @@ def main():
     skips = {r[0]: r[1] for r in read_tsv(a.skips) if len(r) >= 2}
     icount = read_tsv(a.icount)
     # workload, variant -> (mmap calls, munmap calls) of one run under strace -f -c
-    syscalls = {(r[0], r[1]): (fnum(r[2]), fnum(r[3])) for r in read_tsv(a.syscalls) if len(r) >= 4}
+    # (workload, variant) -> (mmap, munmap, oomtrace's own mmap, its own munmap); the last two NaN
+    # where strace could not take stacks (and for the run without the preload).
+    syscalls = {(r[0], r[1]): (fnum(r[2]), fnum(r[3]), fnum(r[4]) if len(r) >= 6 else float("nan"),
+                               fnum(r[5]) if len(r) >= 6 else float("nan"))
+                for r in read_tsv(a.syscalls) if len(r) >= 4}
     # recursive_stacks' depth probe (scripts/bench.sh): what each recorder's stacks hold, and its time
     depth_rows = read_tsv(a.depth)
     depth_meta = {r[1]: r[2] for r in depth_rows if len(r) >= 3 and r[0] == "meta"}
@@ -425,12 +429,21 @@ def main():
                         f"default {wall_cpu(w, 'default')}; stacks=all {wall_cpu(w, 'all')}",
                         status(None if rd != rd or ra != ra else rd <= 2.0 and ra <= 3.0)))
         if (w, "none") in syscalls and (w, "default") in syscalls:
-            (pm, pu), (om, ou) = syscalls[(w, "none")], syscalls[(w, "default")]
-            ok = None if any(x != x for x in (pm, pu, om, ou)) else om - pm <= SYSCALL_SLACK and ou - pu <= SYSCALL_SLACK
-            targets.append((f"mmap/munmap within a small constant of the program's own ({w}, one run under "
-                            f"strace -f -c: oomtrace's calls at most {SYSCALL_SLACK} more of each)",
-                            f"program alone {pm:.0f} mmap, {pu:.0f} munmap; under oomtrace {om:.0f} mmap, "
-                            f"{ou:.0f} munmap (the table's, the threads' records and walk caches, libunwind's)",
+            (pm, pu, _, _), (om, ou, sm, su) = syscalls[(w, "none")], syscalls[(w, "default")]
+            seen = f"program alone {pm:.0f} mmap, {pu:.0f} munmap; under oomtrace {om:.0f} mmap, {ou:.0f} munmap"
+            if sm == sm and su == su:
+                # Judged on the calls oomtrace made itself: the rest of the difference is glibc's own
+                # calls, which vary with the threads' timing (scripts/bench.sh says how they are told).
+                ok = sm <= SYSCALL_SLACK and su <= SYSCALL_SLACK
+                what = (f"one run under strace -f -k: the calls oomtrace made itself at most {SYSCALL_SLACK} of each")
+                seen += (f", of which oomtrace's own (called from liboomtrace.so or libunwind: its table, the "
+                         f"threads' records, libunwind's caches) {sm:.0f} mmap, {su:.0f} munmap; the rest is the "
+                         f"program's glibc under other timing (thread stacks, arenas) and the loader")
+            else:
+                ok = None if any(x != x for x in (pm, pu, om, ou)) else om - pm <= SYSCALL_SLACK and ou - pu <= SYSCALL_SLACK
+                what = f"one run under strace -f -c: oomtrace's calls at most {SYSCALL_SLACK} more of each"
+                seen += " (the table's, the threads' records and walk caches, libunwind's, glibc's under other timing)"
+            targets.append((f"mmap/munmap within a small constant of the program's own ({w}, {what})", seen,
                             status(ok)))
     r = ratio("small_churn", "all")
     peer = ""
