@@ -32,6 +32,13 @@ typedef struct thread_counters {
     uint64_t rng;
     _Atomic int in_use;
     struct nursery *nursery;
+    /* The nursery the inline fast paths fill: this one (NULL with it), or, where every fill must
+     * also write the nursery's ring (a grown one), ot_full_nursery, whose only set is full: the fast
+     * paths then find no free way and leave the fill to live.c, which writes the ring. The ring
+     * costs other threads nothing, not even a test (small_churn: 2 instructions a malloc with one). */
+    struct nursery *fast_nursery;
+    _Atomic uint16_t *ring; /* the grown nursery's allocation-order ring (NULL: none), and its count */
+    uint64_t ring_n;
     uint32_t nid;
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
     uint32_t walk_bytes;       /* its size: a record adopted by a later thread keeps its mapping */
@@ -42,6 +49,7 @@ typedef struct thread_counters {
                                 * nursery id + 1, or 0 for the table; the next search looks there
                                 * first, and a free prefetches the table only after a table find */
     uint64_t last_forget;      /* the last block this thread freed that was not in its nursery */
+    uint32_t ring_src, ring_cur; /* which nursery's ring (id + 1) this thread follows, and where */
     /* Long-lived phases (live.c, place): window_evictions counts the nursery evictions since the
      * thread's host allocation count was window_start; while the count is below window_start (a
      * window that begins after a run), its new records go straight to the table. */
@@ -70,11 +78,23 @@ typedef struct thread_counters {
 typedef struct {
     _Atomic uint64_t key, val;
 } nursery_way_t;
+/* A grown nursery's owner also writes the set of each record it fills, in allocation order, into a
+ * ring of NURSERY_RING entries beside it: its consumers free in that order too (a burst at a time),
+ * so a consumer that finds its block's set at its place in the ring prefetches the set of the block
+ * it will free NURSERY_RING_AHEAD frees later (live.c, locate_elsewhere). A hint only: the ring is
+ * never trusted for a record. Sized for a consumer that lags a few bursts behind (bursty_pc: up to
+ * 4 of 16,384 blocks in flight). */
+#define NURSERY_RING 65536
+#define NURSERY_RING_AHEAD 8
 typedef struct nursery {
     uint32_t mask; /* sets - 1, set before the nursery is published and never changed */
-    uint32_t pad_[15];
+    uint32_t pad_[1];
+    _Atomic uint16_t *ring; /* a grown nursery's ring (NULL: none), set before it is published */
+    uint32_t pad2_[12];
     nursery_way_t slot[][2];
 } nursery_t;
+_Static_assert(sizeof(nursery_t) == 64, "the nursery's header is one line");
+extern OT_HIDDEN nursery_t *const ot_full_nursery;
 static inline size_t nursery_bytes(unsigned sets) { return sizeof(nursery_t) + (size_t)sets * 2 * sizeof(nursery_way_t); }
 #define HINT_MIN_THREADS 8 /* up to this many nurseries, a cross-thread free searches them all */
 /* Beyond that, it looks first in the nursery that last recorded a block of the same 256-byte
@@ -189,9 +209,9 @@ static inline __attribute__((always_inline)) void count_free(thread_counters_t *
 /* The way of key's set in this thread's nursery that a new record takes on the fast paths: a free
  * one, when neither way still holds key (a block whose free went past us: nursery_put's case).
  * NULL otherwise. */
-static inline __attribute__((always_inline)) nursery_way_t *free_way(thread_counters_t *c, uint64_t key)
+static inline __attribute__((always_inline)) nursery_way_t *free_way(nursery_t *n, uint64_t key)
 {
-    nursery_way_t *w = c->nursery->slot[nursery_set(c->nursery, key)];
+    nursery_way_t *w = n->slot[nursery_set(n, key)];
     uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
     int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
@@ -210,6 +230,13 @@ static inline __attribute__((always_inline)) void fill_way(thread_counters_t *c,
         hint_note(key, c->nid);
 }
 
+/* The set of a record just filled in a grown nursery, at the end of its ring. */
+static inline __attribute__((always_inline)) void ring_note(thread_counters_t *c, uint64_t key)
+{
+    atomic_store_explicit(&c->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)nursery_set(c->nursery, key),
+                          memory_order_relaxed);
+}
+
 /* A host malloc in the common case of the default mode (stacks=sampled: the caller tests that): a
  * thread with a nursery, a block below the full-stack size and not sampled, a set with a free way,
  * few threads. Returns false, having changed nothing, for every other case: the caller then calls
@@ -220,10 +247,10 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
 {
     thread_counters_t *c = ot_my_counters;
     if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= ot_opt.stack_min_bytes) || OT_UNLIKELY(size >= OT_SIZE_BIG) ||
-        OT_UNLIKELY(c->nursery == NULL))
+        OT_UNLIKELY(c->fast_nursery == NULL))
         return false;
     int64_t left = c->sample_left - (int64_t)size;
-    nursery_way_t *w = free_way(c, key);
+    nursery_way_t *w = free_way(c->fast_nursery, key);
     if (OT_UNLIKELY(left <= 0 || w == NULL)) return false;
     c->sample_left = left;
     fill_way(c, w, key, size); /* ot_pack(size, HOST, 0) */
@@ -292,7 +319,7 @@ static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const 
         return true;
     }
     if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
-    nursery_way_t *w = free_way(c, key);
+    nursery_way_t *w = free_way(c->fast_nursery, key); /* read here, not kept across the calls above */
     if (OT_UNLIKELY(w == NULL)) {
         ot_live_record_host_sited(c, key, size, site);
         return true;

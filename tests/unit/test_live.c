@@ -729,11 +729,19 @@ TEST(churn_never_enters_a_long_lived_phase)
 #define BURSTS 6
 typedef struct {
     long burst, size, misses;
+    uint32_t ring_src; /* out: the ring the consumer followed (nursery id + 1, 0: none) */
+    long ring_steps;   /* out: how far its place in it moved over the burst's frees after the first */
 } burst_job_t;
 static void *burst_consumer(void *arg)
 {
     burst_job_t *j = arg;
-    for (long i = 0; i < j->size; i++) j->misses += !ot_live_forget(key_of(63, j->burst * j->size + i), NULL, NULL);
+    uint32_t cur0 = 0;
+    for (long i = 0; i < j->size; i++) {
+        j->misses += !ot_live_forget(key_of(63, j->burst * j->size + i), NULL, NULL);
+        if (i == 0) cur0 = ot_my_counters->ring_cur;
+    }
+    j->ring_src = ot_my_counters->ring_src;
+    j->ring_steps = (long)(uint32_t)(ot_my_counters->ring_cur - cur0);
     return NULL;
 }
 typedef struct {
@@ -743,6 +751,9 @@ typedef struct {
     long in_table;      /* out: the last burst's records in the table */
     unsigned sets;      /* out: the producer's nursery at the end */
     long grown_pages, grown_resident; /* out: the grown nursery's pages, resident when it was new */
+    uint32_t nid;                     /* out: the producer's nursery id at the end */
+    uint32_t last_ring_src;           /* out: the ring the last burst's consumer followed */
+    long last_ring_steps;             /* out: and how far */
 } burst_case_t;
 
 /* Pages of [p, p + bytes) resident now (mincore), and *pages their number. */
@@ -773,7 +784,7 @@ static void *burst_producer(void *arg)
                 uint64_t v;
                 bc->in_table += ot_table_lookup(key_of(63, b * bc->size + i), &v);
             }
-        burst_job_t j = {b, bc->size, 0};
+        burst_job_t j = {.burst = b, .size = bc->size};
         if (bc->others) {
             pthread_t th;
             if (pthread_create(&th, NULL, burst_consumer, &j) != 0) {
@@ -785,8 +796,11 @@ static void *burst_producer(void *arg)
             burst_consumer(&j);
         }
         bc->misses += j.misses;
+        bc->last_ring_src = j.ring_src;
+        bc->last_ring_steps = j.ring_steps;
     }
     bc->sets = ot_my_counters->nursery->mask + 1;
+    bc->nid = ot_my_counters->nid;
     return NULL;
 }
 
@@ -815,6 +829,15 @@ TEST(blocks_others_free_grow_the_nursery)
                    bc->grown_resident, bc->grown_pages);
             EXPECT(bc->grown_pages > 200);
             EXPECT_EQ_U(bc->grown_resident, bc->grown_pages);
+        }
+        /* The last burst went to the grown nursery (case 0) and was freed by another thread in
+         * allocation order: the consumer followed the producer's ring, one place per free. */
+        if (c == 0) {
+            printf("  the last burst's consumer followed ring %u (the producer's nursery %u) %ld places for %ld frees\n",
+                   bc->last_ring_src, bc->nid, bc->last_ring_steps, bc->size - 1);
+            EXPECT_EQ_U(bc->last_ring_src, bc->nid + 1);
+            /* (A few more where its search for a set skipped entries: a hint, not a count.) */
+            EXPECT(bc->last_ring_steps >= bc->size - 1 && bc->last_ring_steps < bc->size + 64);
         }
         EXPECT_EQ_U(bc->run, c == 2);
         if (c == 0) EXPECT_EQ_U(bc->in_table, 0); /* the grown nursery holds a whole burst */
