@@ -124,7 +124,6 @@ static bool nursery_id_take(uint32_t *id)
     return i < MAX_NURSERIES;
 }
 
-/* mem, mapped for a nursery of `sets` sets, becomes nursery `id`, published, and c's. */
 /* A nursery of one set, both ways taken by a key no block has (keys are 16-byte aligned): every
  * fast path that looks there finds no free way (thread_counters_t.fast_nursery). Never written. */
 static struct {
@@ -134,6 +133,7 @@ static struct {
 _Static_assert(offsetof(nursery_t, slot) == sizeof(nursery_t), "the set follows the header");
 nursery_t *const ot_full_nursery = &full_nursery_mem.n;
 
+/* mem, mapped for a nursery of `sets` sets, becomes nursery `id`, published, and c's. */
 static void nursery_publish(thread_counters_t *c, uint32_t id, void *mem, unsigned sets)
 {
     nursery_t *n = mem;
@@ -468,15 +468,26 @@ static inline int look_at(uint32_t id, uint32_t count, const nursery_t *own, uin
  * next chunk's set was the next free's in 28% of the frees that searched, the ring's place held in
  * all 4.5 M; perf put locate_elsewhere at 45..60% fewer samples, and the run at 2.23x the program
  * alone against 2.47x (median of 15, alternating). */
-#define RING_SYNC 64
+/* A consumer that frees in another order (or whose blocks went to the table) does not find its
+ * place: it then leaves the ring alone for RING_BACKOFF finds, so that it reads two of the ring's
+ * lines per that many frees, not per free. */
+#define RING_SYNC 16
+#define RING_BACKOFF 64
 static bool ring_prefetch(thread_counters_t *me, uint32_t where, nursery_t *n, uint64_t key)
 {
+    if (me->ring_skip) {
+        me->ring_skip--;
+        return false;
+    }
     uint16_t set = (uint16_t)nursery_set(n, key);
     if (me->ring_src != where) me->ring_src = where, me->ring_cur = 0;
     uint32_t at = me->ring_cur, m = NURSERY_RING - 1;
     unsigned j = 0;
     while (j < RING_SYNC && atomic_load_explicit(&n->ring[(at + j) & m], memory_order_relaxed) != set) j++;
-    if (j == RING_SYNC) return false; /* out of order, or not in the ring: the place stays */
+    if (j == RING_SYNC) { /* out of order, or not in the ring: the place stays */
+        me->ring_skip = RING_BACKOFF;
+        return false;
+    }
     at += j;
     unsigned ahead = atomic_load_explicit(&n->ring[(at + NURSERY_RING_AHEAD) & m], memory_order_relaxed);
     __builtin_prefetch(n->slot[ahead & n->mask], 1, 3);

@@ -50,6 +50,7 @@ typedef struct thread_counters {
                                 * first, and a free prefetches the table only after a table find */
     uint64_t last_forget;      /* the last block this thread freed that was not in its nursery */
     uint32_t ring_src, ring_cur; /* which nursery's ring (id + 1) this thread follows, and where */
+    uint32_t ring_skip;          /* finds left before it looks in a ring again (live.c, ring_prefetch) */
     /* Long-lived phases (live.c, place): window_evictions counts the nursery evictions since the
      * thread's host allocation count was window_start; while the count is below window_start (a
      * window that begins after a run), its new records go straight to the table. */
