@@ -286,10 +286,14 @@ declare -A EXTRA_VARIANTS
 EXTRA_VARIANTS[small_churn]="forwarder ideal ideal_stacks ideal_stacks_safe"
 EXTRA_VARIANTS[live_10m]="ideal_table ideal_live_safe"
 EXTRA_VARIANTS[live_10m_mt]="ideal_live_safe"
+# On the 8-thread workloads of the thread targets, the same two small_churn floors: what glibc does
+# under a preload that only forwards (its own slowdown from the preload, apart from any tracking),
+# and under the least per-block record (which never finds another thread's record: a lower bound).
+for w in handoff_8 bursty_pc_8; do EXTRA_VARIANTS[$w]="forwarder ideal"; done
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
     for w in producer_consumer handoff_2 handoff_8 bursty_pc_2 bursty_pc_8 deep_large recursive_stacks realloc_growth startup; do
-        EXTRA_VARIANTS[$w]="lsan"
+        EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXTRA_VARIANTS[$w]} }lsan"
     done
 fi
 variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }

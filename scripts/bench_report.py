@@ -424,9 +424,15 @@ def main():
         if not ok_runs(w, "none"):
             continue
         rd, ra = ratio(w, "default"), ratio(w, "all")
+        floors = ""
+        if ok_runs(w, "forwarder") and ok_runs(w, "ideal"):
+            floors = (f"; floors measured alongside: a preload that only forwards (glibc's own slowdown under a "
+                      f"preload) {fmt_ratio(ratio(w, 'forwarder'))} (fastest runs: {fmt_ratio(min_ratio(w, 'forwarder'))}), "
+                      f"the ideal exact per-block record, which never finds another thread's record "
+                      f"{fmt_ratio(ratio(w, 'ideal'))} (fastest runs: {fmt_ratio(min_ratio(w, 'ideal'))})")
         targets.append((f"no collapse when threads hand blocks on, come and go or swing their live set ({w}): "
                         "default ≤ 2×, stacks=all ≤ 3×",
-                        f"default {wall_cpu(w, 'default')}; stacks=all {wall_cpu(w, 'all')}",
+                        f"default {wall_cpu(w, 'default')}; stacks=all {wall_cpu(w, 'all')}{floors}",
                         status(None if rd != rd or ra != ra else rd <= 2.0 and ra <= 3.0)))
         if (w, "none") in syscalls and (w, "default") in syscalls:
             (pm, pu, _, _), (om, ou, sm, su) = syscalls[(w, "none")], syscalls[(w, "default")]

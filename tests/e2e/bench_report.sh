@@ -240,6 +240,16 @@ check bench_report_depth_not_measured grep -q -F "Not measured: LeakSanitizer (l
 : >"$D/mt.tsv"
 for v in none default; do printf 'handoff_8\t%s\t1\t1.0\t1.0\t0\t1000\t0\t-\n' "$v" >>"$D/mt.tsv"; done
 printf 'handoff_8\tall\t1\t1.0\t1.0\t0\t1000\t0\t-\n' >>"$D/mt.tsv"
+: >"$D/mtf.tsv"
+for vt in "none 1.00" "default 2.10" "all 2.50" "forwarder 1.05" "ideal 1.20"; do
+    read -r v t <<<"$vt"
+    printf 'handoff_8\t%s\t1\t%s\t%s\t0\t1000\t0\t-\n' "$v" "$t" "$t" >>"$D/mtf.tsv"
+done
+python3 "$GEN" --results "$D/mtf.tsv" --meta "$D/meta.txt" --out "$D/mtf.md" >"$D/gen.out" 2>&1
+l=$(target_line "$D/mtf.md" "no collapse when threads hand blocks on")
+# The 8-thread rows name the floors measured beside them: glibc under a forwarding preload, and the
+# ideal record (which finds no other thread's record).
+check bench_report_thread_floors bash -c '[[ "$1" == *"default wall 2.10×"* && "$1" == *"a preload that only forwards (glibc'"'"'s own slowdown under a preload) 1.05×"* && "$1" == *"the ideal exact per-block record, which never finds another thread'"'"'s record 1.20×"* && "$1" == *"| **missed** |" ]]' _ "$l"
 printf 'handoff_8\tnone\t41\t29\nhandoff_8\tdefault\t115\t51\t52\t15\n' >"$D/sys_own.tsv"
 printf 'handoff_8\tnone\t41\t29\nhandoff_8\tdefault\t115\t51\n' >"$D/sys_total.tsv"
 printf 'handoff_8\tnone\t41\t29\nhandoff_8\tdefault\t140\t51\t70\t15\n' >"$D/sys_many.tsv"
