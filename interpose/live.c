@@ -141,7 +141,6 @@ static void nursery_publish(thread_counters_t *c, uint32_t id, void *mem, unsign
     atomic_store_explicit(&nurseries[id], n, memory_order_release);
     c->nursery = n;
     c->fast_nursery = n->ring ? ot_full_nursery : n;
-    c->ring = n->ring;
     c->ring_n = 0;
     c->nid = id;
 }
@@ -432,21 +431,19 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
         ot_table_prefetch(key);
     }
     fill_way(c, &w[way], key, val);
-    if (OT_UNLIKELY(c->ring != NULL)) ring_note(c, key);
+    if (OT_UNLIKELY(c->nursery->ring != NULL)) ring_note(c, key);
     return true;
 }
 
-/* ot_live_record_host_fast's work for a thread whose nursery has a ring (which it declines, so that
- * other threads' mallocs pay nothing for rings): the same free-way fill, and the ring's entry. */
-static bool record_host_ringed(thread_counters_t *c, uint64_t key, uint64_t size)
+/* The fast paths' fill of a free way, with the ring's entry, for a thread whose nursery has a ring
+ * (c->fast_nursery is ot_full_nursery: they leave it to us, so that other threads' mallocs pay
+ * nothing for rings). False, having changed nothing, where the set has no free way. */
+static inline bool fill_ringed(thread_counters_t *c, uint64_t key, uint64_t val, uint64_t size)
 {
-    int64_t left = c->sample_left - (int64_t)size;
-    nursery_way_t *w = free_way(c->nursery, key);
-    if (OT_UNLIKELY(left <= 0 || w == NULL)) return false;
-    c->sample_left = left;
-    fill_way(c, w, key, size); /* ot_pack(size, HOST, 0) */
+    nursery_way_t *w = c->fast_nursery == ot_full_nursery ? free_way(c->nursery, key) : NULL;
+    if (w == NULL) return false;
+    fill_counted(c, w, key, val, size);
     ring_note(c, key);
-    count_alloc(c, OT_KIND_HOST, size);
     return true;
 }
 
@@ -467,10 +464,9 @@ static inline int look_at(uint32_t id, uint32_t count, const nursery_t *own, uin
  * found there (the caller guesses otherwise). bursty_pc 8 (1,250,000 blocks per producer): the
  * next chunk's set was the next free's in 28% of the frees that searched, the ring's place held in
  * all 4.5 M; perf put locate_elsewhere at 45..60% fewer samples, and the run at 2.23x the program
- * alone against 2.47x (median of 15, alternating). */
-/* A consumer that frees in another order (or whose blocks went to the table) does not find its
- * place: it then leaves the ring alone for RING_BACKOFF finds, so that it reads two of the ring's
- * lines per that many frees, not per free. */
+ * alone against 2.47x (median of 15, alternating). A consumer that frees in another order (or
+ * whose blocks went to the table) does not find its place: it then leaves the ring alone for
+ * RING_BACKOFF finds, so that it reads two of the ring's lines per that many frees, not per free. */
 #define RING_SYNC 16
 #define RING_BACKOFF 64
 static bool ring_prefetch(thread_counters_t *me, uint32_t where, nursery_t *n, uint64_t key)
@@ -480,7 +476,10 @@ static bool ring_prefetch(thread_counters_t *me, uint32_t where, nursery_t *n, u
         return false;
     }
     uint16_t set = (uint16_t)nursery_set(n, key);
-    if (me->ring_src != where) me->ring_src = where, me->ring_cur = 0;
+    if (me->ring_src != where) { /* another nursery's ring: from its start */
+        me->ring_src = where;
+        me->ring_cur = 0;
+    }
     uint32_t at = me->ring_cur, m = NURSERY_RING - 1;
     unsigned j = 0;
     while (j < RING_SYNC && atomic_load_explicit(&n->ring[(at + j) & m], memory_order_relaxed) != set) j++;
@@ -698,18 +697,7 @@ static inline __attribute__((always_inline)) void record_body(const ot_origin_t 
 
 OT_NOINLINE void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site)
 {
-    /* A grown nursery with a ring, which the fast path leaves to us: its free-way fill, and the
-     * ring's entry. */
-    if (c->ring != NULL) {
-        nursery_way_t *w = free_way(c->nursery, key);
-        if (w != NULL) {
-            fill_way(c, w, key, ot_pack(size, OT_KIND_HOST, site));
-            ring_note(c, key);
-            count_alloc(c, OT_KIND_HOST, size);
-            return;
-        }
-    }
-    place(c, key, size, OT_KIND_HOST, site);
+    if (!fill_ringed(c, key, ot_pack(size, OT_KIND_HOST, site), size)) place(c, key, size, OT_KIND_HOST, site);
 }
 
 void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size, unsigned kind, int device)
@@ -719,10 +707,15 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
 
 void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size)
 {
+    /* ot_live_record_host_fast's case for a thread with a ring, which it declined. */
     thread_counters_t *c = my_counters;
-    if (c != NULL && c->ring != NULL && ot_opt.stacks == OT_STACKS_SAMPLED &&
-        size < ot_opt.stack_min_bytes && size < OT_SIZE_BIG && record_host_ringed(c, key, size))
-        return;
+    if (ot_opt.stacks == OT_STACKS_SAMPLED && host_fill_eligible(c, size)) {
+        int64_t left = c->sample_left - (int64_t)size;
+        if (left > 0 && fill_ringed(c, key, size /* ot_pack(size, HOST, 0) */, size)) {
+            c->sample_left = left;
+            return;
+        }
+    }
     record_body(origin, key, size, OT_KIND_HOST, -1, false);
 }
 

@@ -37,8 +37,7 @@ typedef struct thread_counters {
      * paths then find no free way and leave the fill to live.c, which writes the ring. The ring
      * costs other threads nothing, not even a test (small_churn: 2 instructions a malloc with one). */
     struct nursery *fast_nursery;
-    _Atomic uint16_t *ring; /* the grown nursery's allocation-order ring (NULL: none), and its count */
-    uint64_t ring_n;
+    uint64_t ring_n; /* records written to the nursery's ring (if it has one) */
     uint32_t nid;
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
     uint32_t walk_bytes;       /* its size: a record adopted by a later thread keeps its mapping */
@@ -231,11 +230,29 @@ static inline __attribute__((always_inline)) void fill_way(thread_counters_t *c,
         hint_note(key, c->nid);
 }
 
-/* The set of a record just filled in a grown nursery, at the end of its ring. */
+/* The set of a record just filled in this thread's grown nursery, at the end of its ring. */
 static inline __attribute__((always_inline)) void ring_note(thread_counters_t *c, uint64_t key)
 {
-    atomic_store_explicit(&c->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)nursery_set(c->nursery, key),
+    nursery_t *n = c->nursery;
+    atomic_store_explicit(&n->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)nursery_set(n, key),
                           memory_order_relaxed);
+}
+
+/* Way w (free_way's) of this thread's nursery filled with a host block's record, and the block
+ * counted: both fast paths' common case, and live.c's fills of a nursery with a ring. */
+static inline __attribute__((always_inline)) void fill_counted(thread_counters_t *c, nursery_way_t *w, uint64_t key,
+                                                               uint64_t val, uint64_t size)
+{
+    fill_way(c, w, key, val);
+    count_alloc(c, OT_KIND_HOST, size);
+}
+
+/* May a default-mode host malloc of size on c (the caller tests the mode) take an inline fill: a
+ * thread with a nursery, a block below the full-stack size, not huge? */
+static inline __attribute__((always_inline)) bool host_fill_eligible(const thread_counters_t *c, uint64_t size)
+{
+    return OT_LIKELY(c != NULL) && OT_LIKELY(size < ot_opt.stack_min_bytes) && OT_LIKELY(size < OT_SIZE_BIG) &&
+           OT_LIKELY(c->fast_nursery != NULL);
 }
 
 /* A host malloc in the common case of the default mode (stacks=sampled: the caller tests that): a
@@ -247,15 +264,12 @@ static inline __attribute__((always_inline)) void ring_note(thread_counters_t *c
 static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
-    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= ot_opt.stack_min_bytes) || OT_UNLIKELY(size >= OT_SIZE_BIG) ||
-        OT_UNLIKELY(c->fast_nursery == NULL))
-        return false;
+    if (OT_UNLIKELY(!host_fill_eligible(c, size))) return false;
     int64_t left = c->sample_left - (int64_t)size;
     nursery_way_t *w = free_way(c->fast_nursery, key);
     if (OT_UNLIKELY(left <= 0 || w == NULL)) return false;
     c->sample_left = left;
-    fill_way(c, w, key, size); /* ot_pack(size, HOST, 0) */
-    count_alloc(c, OT_KIND_HOST, size);
+    fill_counted(c, w, key, size /* ot_pack(size, HOST, 0) */, size);
     return true;
 }
 
@@ -325,8 +339,7 @@ static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const 
         ot_live_record_host_sited(c, key, size, site);
         return true;
     }
-    fill_way(c, w, key, ot_pack(size, OT_KIND_HOST, site));
-    count_alloc(c, OT_KIND_HOST, size);
+    fill_counted(c, w, key, ot_pack(size, OT_KIND_HOST, site), size);
     return true;
 }
 
