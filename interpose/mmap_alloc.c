@@ -73,6 +73,7 @@ void *ot_mmap(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* MADV_POPULATE_WRITE (Linux 5.14) faults the range in with one call; elsewhere a store to each page. */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif

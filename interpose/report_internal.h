@@ -141,9 +141,9 @@ bool ot_report_runtime_module(const char *module);
 void ot_report_put_where(ot_buf_t *b, const ot_frame_t *fr);
 void ot_report_text_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth);
 void ot_report_json_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth);
-/* Every JSON report's first members, up to and including "process" (the object left open), and
- * every text report's first words ("oomtrace: ==== pid N (exe) "): the failure, crash, kill and
- * pressure reports' (report_json.c, report_text.c) and the leak check's (leak_report.c). */
+/* Every JSON report's first members, up to and including "process" (the report's object left
+ * open), and every text report's first words ("oomtrace: ==== pid N (exe) "): the failure, crash,
+ * kill and pressure reports' (report_json.c, report_text.c) and the leak check's (leak_report.c). */
 ot_report_proc_t ot_report_process(void); /* this process as reports name it (its pid asked of the kernel) */
 void ot_report_json_head(ot_buf_t *b, const char *event, unsigned report_no, time_t when, const ot_report_proc_t *p);
 void ot_report_text_head(ot_buf_t *b, const ot_report_proc_t *p);

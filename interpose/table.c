@@ -270,14 +270,13 @@ static OT_TLS tstate_t ts;
  * to 1 M keys, takes 21,300 page faults in all (its own 11,200 included), against 27,500 with
  * unaligned huge pages from 4 MiB only. Huge pages are best effort: only where THP is "madvise" or
  * "always"; under a tight RLIMIT_AS the exact size is mapped. */
-/* A new table's pages, faulted in by the thread that maps it, for writing, before anyone probes it.
- * A migration fills a table at random, every page of it: left to fault on first use, the first read
- * of a page mapped the shared zero page and the first write then replaced it, a second fault that
- * flushes the TLB of every CPU the process runs on; and the threads that help migrate took those
- * faults together, in the same page tables, contending for their lock (bursty_pc 8 threads, perf:
- * 11% of the run in do_anonymous_page's pte lock and ptep_clear_flush's IPIs under migrate_slot).
- * MADV_POPULATE_WRITE (Linux 5.14) does it in one call; elsewhere a store to each page. */
-
+/* A new table's pages are faulted in (ot_prefault) by the thread that maps it, for writing, before
+ * anyone probes it. A migration fills a table at random, every page of it: left to fault on first
+ * use, the first read of a page mapped the shared zero page and the first write then replaced it, a
+ * second fault that flushes the TLB of every CPU the process runs on; and the threads that help
+ * migrate took those faults together, in the same page tables, contending for their lock
+ * (bursty_pc 8 threads, perf: 11% of the run in do_anonymous_page's pte lock and ptep_clear_flush's
+ * IPIs under migrate_slot). */
 static void *map(size_t bytes)
 {
     char *p = MAP_FAILED;

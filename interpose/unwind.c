@@ -727,7 +727,7 @@ static inline uint32_t memo_find_noted(const walk_t *w, uintptr_t ip, uintptr_t 
         if (e->ip != ip || e->sp != sp || e->tag != tag || (e->bp != bp && e->matters0) || e->code_gen != code_gen ||
             !(e->complete || (e->cut != 0 && e->cut == max)))
             continue;
-        const uintptr_t base[4] = {ip, sp, e->far, 0};
+        const uintptr_t base[4] = {[MB_IP] = ip, [MB_SP] = sp, [MB_FAR] = e->far, [MB_ZERO] = 0};
         unsigned c = 0, nchk = e->nchk;
         for (; c < nchk; c++) {
             int32_t off = e->chk[c].off;
@@ -763,8 +763,7 @@ static void memo_keep(walk_t *w, const wbuf_t *b, uint32_t tag, uint32_t site)
         set->way[0].clock = (uint8_t)(k + 1);
     }
     memo_t *e = &set->way[k];
-    uintptr_t ip = b->f[0].ip, sp = b->f[0].sp, far = 0;
-    bool have_far = false;
+    uintptr_t ip = b->f[0].ip, sp = b->f[0].sp, far = 0; /* far: 0 until set (0 itself fits MB_ZERO) */
     for (unsigned c = 0; c < b->nchk; c++) {
         uintptr_t at = b->chk[c].at, val = b->chk[c].val;
         int32_t off, delta;
@@ -773,12 +772,10 @@ static void memo_keep(walk_t *w, const wbuf_t *b, uint32_t tag, uint32_t site)
         if (fits32(val, ip, &delta)) kind = MB_IP;
         else if (fits32(val, sp, &delta)) kind = MB_SP;
         else if (fits32(val, 0, &delta)) kind = MB_ZERO;
-        else if (have_far && fits32(val, far, &delta)) kind = MB_FAR;
-        else if (!have_far) {
-            far = val, have_far = true, delta = 0;
+        else {
+            if (!far) far = val; /* the first value that fits none of the others is the far base */
+            if (!fits32(val, far, &delta)) goto drop;
             kind = MB_FAR;
-        } else {
-            goto drop;
         }
         e->chk[c].off = off | (int32_t)kind;
         e->chk[c].delta = delta;
