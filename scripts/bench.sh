@@ -440,23 +440,24 @@ own_calls() {
          { cur = "" }
          END { printf "%d\t%d\t%d\t%d", n["mmap"], n["munmap"], own["mmap"], own["munmap"] }' "$1"
 }
+# strace_counts WORKLOAD [STRACE_ARGS...]: one run under strace -f -c; prints its mmap and munmap calls.
+strace_counts() {
+    local w=$1; shift
+    # shellcheck disable=SC2086
+    strace "$@" -f -c -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} >/dev/null 2>&1
+    printf '%s\t%s' "$(awk '$NF == "mmap" { print $4 }' "$RUN/strace.txt")" \
+        "$(awk '$NF == "munmap" { print $4 }' "$RUN/strace.txt")"
+}
 if command -v strace >/dev/null 2>&1; then
     for w in handoff_2 handoff_8 bursty_pc_2 bursty_pc_8; do
         selected "$w" || continue
-        # shellcheck disable=SC2086
-        strace -f -c -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} >/dev/null 2>&1
-        printf '%s\tnone\t%s\t%s\n' "$w" "$(awk '$NF == "mmap" { print $4 }' "$RUN/strace.txt")" \
-            "$(awk '$NF == "munmap" { print $4 }' "$RUN/strace.txt")" >>"$SYSCALLS"
+        printf '%s\tnone\t%s\n' "$w" "$(strace_counts "$w")" >>"$SYSCALLS"
         # shellcheck disable=SC2086
         if strace -E LD_PRELOAD="$LIB" -f -k -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} \
             >/dev/null 2>&1 && grep -q '^ > ' "$RUN/strace.txt"; then
             printf '%s\tdefault\t%s\n' "$w" "$(own_calls "$RUN/strace.txt")" >>"$SYSCALLS"
         else # a strace without -k (built without an unwinder): the totals only
-            # shellcheck disable=SC2086
-            strace -E LD_PRELOAD="$LIB" -f -c -o "$RUN/strace.txt" -e trace=mmap,munmap ${PROG[$w]} ${ARGS[$w]} \
-                >/dev/null 2>&1
-            printf '%s\tdefault\t%s\t%s\n' "$w" "$(awk '$NF == "mmap" { print $4 }' "$RUN/strace.txt")" \
-                "$(awk '$NF == "munmap" { print $4 }' "$RUN/strace.txt")" >>"$SYSCALLS"
+            printf '%s\tdefault\t%s\n' "$w" "$(strace_counts "$w" -E LD_PRELOAD="$LIB")" >>"$SYSCALLS"
         fi
     done
 else
