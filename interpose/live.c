@@ -571,7 +571,8 @@ found:
          * one a few frees ahead, from the owner's ring where it has one, else the next chunk's
          * (as often as not one chunk follows another), in that nursery is fetched now. */
         nursery_t *n = atomic_load_explicit(&nurseries[where - 1], memory_order_relaxed);
-        if (n && !(n->ring && me && ring_prefetch(me, where, n, key))) {
+        bool ringed = n && n->ring && me && ring_prefetch(me, where, n, key);
+        if (n && !ringed) {
             uint64_t next = key + ((ot_unpack_size(*val) + 8 + 15) & ~15ull);
             __builtin_prefetch(n->slot[nursery_set(n, next)], 1, 3);
         }
