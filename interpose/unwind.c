@@ -659,9 +659,9 @@ static uint64_t g_fallbacks;
  * for this request, and every check holding, each read only once those before it held.
  * Recognised there, the stack costs a load and a compare per check, with no walk and no interning.
  *
- * 8-way sets by frame 0 and frame 1's return address (a recursive function's allocation at one
- * depth has one (ip, sp) for every path that leads there: the ways tell those paths apart),
- * replaced in turn. Sized by measurement on tests/bench/recursive_stacks (callgrind, instructions
+ * 8-way sets by frame 0 and the return addresses of frames 1 and 2 (memo_key: a recursive
+ * function's allocation at one depth has one (ip, sp) for every path that leads there), replaced
+ * in turn, with a fingerprint of the key per way beside the sets. Sized by measurement on tests/bench/recursive_stacks (callgrind, instructions
  * per 5,000 rounds under stacks=all, none 121 M): 2 MiB 519 M, 4 MiB 464 M, 8 MiB 442 M, 64 MiB
  * 407 M; at 2 MiB, 16 ways 473 M (more compares per probe, more lines read), 8 ways keyed by frame 0
  * alone 528 M (those with 1 KiB entries, before they were compacted: below). Entries stay
@@ -701,29 +701,92 @@ _Static_assert(sizeof(memo_t) == 512, "a memo entry is 512 bytes");
 typedef struct memo_set {
     memo_t way[MEMO_WAYS];
 } memo_set_t;
-_Static_assert(OT_UNWIND_MEMO_BYTES / sizeof(memo_set_t) >= 2, "OT_UNWIND_MEMO_BYTES too small");
+/* Each set's fingerprints, in an array of their own after the sets: a probe reads its set's 16
+ * bytes (16 KiB for all sets, where the entries' first lines are 4 MiB apart in all) and compares
+ * only the ways whose fingerprint is the key's, instead of reading the first line of all eight
+ * (recursive_stacks 20000, stacks=all, callgrind: 2.5 of a probe's 5.1 first-level read misses were
+ * those lines). A filter only: a way it names is compared in full. 0: the way holds no entry. */
+typedef struct memo_fps {
+    uint16_t fp[MEMO_WAYS];
+} memo_fps_t;
+#define MEMO_FPS_BYTES(sets) ((sets) * sizeof(memo_fps_t))
+_Static_assert(OT_UNWIND_MEMO_BYTES >= 2 * (sizeof(memo_set_t) + sizeof(memo_fps_t)), "OT_UNWIND_MEMO_BYTES too small");
+_Static_assert(MEMO_WAYS == 8, "a set's fingerprints fill one SSE2 register");
 
-static inline memo_set_t *memo_set_of(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t ip1)
+typedef struct {
+    memo_set_t *set;
+    memo_fps_t *fps;
+    uint16_t fp;
+} memo_key_t;
+
+/* One step of the walk from (ip, sp, bp) with the cached rule, as the walk's step takes it (the same
+ * sanity checks): R_STEP, the caller's return address, sp and rbp in place; R_LAST where the frame
+ * ends the stack; R_NONE where its rule is not cached now or the step fails the walk's checks (the
+ * walk would ask libunwind). */
+static inline unsigned memo_step(uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
 {
-    uint64_t h = (uint64_t)(ip ^ (sp << 9) ^ (sp >> 3) ^ (ip1 << 21) ^ (ip1 >> 11)) * 0x9E3779B97F4A7C15ull;
-    return &w->memo[(h >> 40) & w->memo_mask];
+    uint64_t rule = rule_cached(*ip);
+    unsigned kind = rule_kind(rule);
+    if (kind != R_STEP) return kind == R_LAST ? R_LAST : R_NONE;
+    uintptr_t cfa = (rule_cfa_bp(rule) ? *bp : *sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
+    if (cfa <= *sp || (cfa & 7) != 0 || cfa - *sp > (1u << 30)) return R_NONE;
+    if (rule_bp_saved(rule)) *bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)rule_bpoff(rule));
+    *ip = *(const uintptr_t *)(cfa - 8);
+    *sp = cfa;
+    return R_STEP;
+}
+
+/* A memo key: frame 0 (ip, sp) and the return addresses of frames 1 and 2 (ip2 0: frame 2 not
+ * stepped to). Frame 0 at one depth of a recursive function has one (ip, sp) for every path that
+ * leads there: frame 1 tells most of those paths apart, and frame 2 most of the rest, which with
+ * frame 1 alone shared the key, the set and the fingerprint (recursive_stacks 20000, stacks=all,
+ * callgrind: a probe compared 3.3 ways' headers and first checks on average; 103,093 walks, 53,065
+ * with frame 2 in the key, where fewer entries crowd one set). */
+static inline memo_key_t memo_key(const walk_t *w, uintptr_t ip0, uintptr_t sp0, uintptr_t ip1, uintptr_t ip2)
+{
+    uint64_t h = (uint64_t)(ip0 ^ (sp0 << 9) ^ (sp0 >> 3) ^ (ip1 << 21) ^ (ip1 >> 11)) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ ip2 ^ (ip2 >> 17)) * 0xC2B2AE3D27D4EB4Full;
+    uint32_t s = (uint32_t)(h >> 40) & w->memo_mask;
+    uint16_t fp = (uint16_t)(h >> 16);
+    return (memo_key_t){&w->memo[s], &w->memo_fps[s], fp ? fp : 1};
+}
+
+/* The key of the live stack from frame 0 (ip, sp, bp), for a request of max frames, read off it as
+ * the walk reads it: frame 2 is stepped to where max leaves room for it and frame 1 is not the last.
+ * A kept walk's key comes from its own frames (memo_keep_key), which hold the same values where
+ * the stack is the same. False where a rule the step needs is not cached now: not looked for. */
+static inline bool memo_key_live(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
+                                 memo_key_t *mk)
+{
+    uintptr_t ip0 = ip, sp0 = sp, ip2 = 0;
+    if (memo_step(&ip, &sp, &bp) != R_STEP) return false;
+    uintptr_t ip1 = ip;
+    if (ip1 != 0 && max >= 3) {
+        unsigned k = memo_step(&ip, &sp, &bp);
+        if (k == R_NONE) return false;
+        if (k == R_STEP) ip2 = ip;
+    }
+    *mk = memo_key(w, ip0, sp0, ip1, ip2);
+    return true;
+}
+
+/* Walk b's key, from its frames: frame 2's return address where the walk reached it (a walk cut
+ * before it was asked for fewer than three frames, and its probes step to frame 1 only). */
+static inline memo_key_t memo_keep_key(const walk_t *w, const wbuf_t *b)
+{
+    return memo_key(w, b->f[0].ip, b->f[0].sp, b->f[1].ip, b->n > 2 ? b->f[2].ip : 0);
 }
 
 /* The site noted under tag for the stack from (ip, sp, bp) if the memo holds it, else 0. */
 static inline uint32_t memo_find_noted(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
                                        unsigned max, uint32_t tag, unsigned *depth)
 {
-    /* Frame 1's return address joins the key: the paths that reach one function at one depth mostly
-     * differ there already, and would otherwise crowd one set. Read as the walk's first step reads
-     * it (the cached rule, the same sanity checks); a frame the walker does not model or whose rule
-     * is not cached now is not looked for. */
-    uint64_t rule = rule_cached(ip);
-    if (rule_kind(rule) != R_STEP) return 0;
-    uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
-    if (cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30)) return 0;
-    const memo_set_t *set = memo_set_of(w, ip, sp, *(const uintptr_t *)(cfa - 8));
-    for (unsigned k = 0; k < MEMO_WAYS; k++) {
-        const memo_t *e = &set->way[k];
+    memo_key_t mk;
+    if (!memo_key_live(w, ip, sp, bp, max, &mk)) return 0;
+    __m128i fps = _mm_loadu_si128((const __m128i *)(const void *)mk.fps->fp);
+    unsigned cand = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(fps, _mm_set1_epi16((short)mk.fp)));
+    for (; cand; cand &= cand - 1, cand &= cand - 1) { /* two mask bits per way */
+        const memo_t *e = &mk.set->way[__builtin_ctz(cand) / 2];
         if (e->ip != ip || e->sp != sp || e->tag != tag || (e->bp != bp && e->matters0) || e->code_gen != code_gen ||
             !(e->complete || (e->cut != 0 && e->cut == max)))
             continue;
@@ -755,14 +818,16 @@ static inline bool fits32(uintptr_t value, uintptr_t base, int32_t *delta)
 static void memo_keep(walk_t *w, const wbuf_t *b, uint32_t tag, uint32_t site)
 {
     if (b->n < 2 || !(b->complete || b->cut) || b->nchk > MEMO_CHK) return;
-    memo_set_t *set = memo_set_of(w, b->f[0].ip, b->f[0].sp, b->f[1].ip);
+    memo_key_t mk = memo_keep_key(w, b);
+    memo_set_t *set = mk.set;
     unsigned k = 0;
-    while (k < MEMO_WAYS && set->way[k].tag) k++;
+    while (k < MEMO_WAYS && mk.fps->fp[k]) k++;
     if (k == MEMO_WAYS) {
         k = set->way[0].clock % MEMO_WAYS;
         set->way[0].clock = (uint8_t)(k + 1);
     }
     memo_t *e = &set->way[k];
+    mk.fps->fp[k] = 0; /* until the entry is whole (w is busy: no probe runs meanwhile) */
     uintptr_t ip = b->f[0].ip, sp = b->f[0].sp, far = 0; /* far: 0 until set (0 itself fits MB_ZERO) */
     for (unsigned c = 0; c < b->nchk; c++) {
         uintptr_t at = b->chk[c].at, val = b->chk[c].val;
@@ -792,6 +857,7 @@ static void memo_keep(walk_t *w, const wbuf_t *b, uint32_t tag, uint32_t site)
     e->complete = (uint8_t)b->complete;
     e->matters0 = (uint8_t)b->matters0;
     e->tag = tag;
+    mk.fps->fp[k] = mk.fp;
     return;
 drop: /* the way taken stays empty: a half-written entry must not match */
     e->tag = 0;
@@ -805,10 +871,11 @@ void ot_unwind_attach(void *mem, size_t bytes)
         /* The memo after the buffers (its entries, if this memory had them, stay: see above). */
         w->memo = NULL;
         w->memo_mask = 0;
-        if (bytes >= OT_UNWIND_CACHE_BYTES + 2 * sizeof(memo_set_t)) {
-            size_t sets = (bytes - OT_UNWIND_CACHE_BYTES) / sizeof(memo_set_t), p = 1;
+        if (bytes >= OT_UNWIND_CACHE_BYTES + 2 * (sizeof(memo_set_t) + sizeof(memo_fps_t))) {
+            size_t sets = (bytes - OT_UNWIND_CACHE_BYTES) / (sizeof(memo_set_t) + sizeof(memo_fps_t)), p = 1;
             while (p * 2 <= sets) p *= 2;
             w->memo = (memo_set_t *)(void *)((char *)mem + OT_UNWIND_CACHE_BYTES);
+            w->memo_fps = (memo_fps_t *)(void *)(w->memo + p);
             w->memo_mask = (uint32_t)(p - 1);
         }
         size_t fit = (bytes - sizeof(walk_t)) / sizeof(wbuf_t);

@@ -59,7 +59,8 @@ typedef struct ot_walk {
     /* The stack memo (unwind.c): many more noted stacks than the buffers hold, each kept only as
      * its frame 0, its checks and its note. NULL where the memory attached has no room for it. */
     struct memo_set *memo;
-    uint32_t memo_mask; /* sets - 1 */
+    struct memo_fps *memo_fps; /* the sets' fingerprints, after them */
+    uint32_t memo_mask;        /* sets - 1 */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,

@@ -516,7 +516,8 @@ static unsigned keep_frames(uintptr_t *dst, const uintptr_t *ips, unsigned n)
 static volatile int probe_first; /* ask ot_stack_noted_at first, as live.c does; 2: ask only the walks
                                   * other than the last (ot_unwind_noted_others), nothing else */
 static uint32_t probe_searched; /* what that said of the walk that would follow */
-static volatile unsigned leaf_max = OT_MAX_FRAMES; /* the depth noted_leaf asks the walker for */
+static volatile unsigned leaf_max = OT_MAX_FRAMES;  /* the depth noted_leaf asks the walker for */
+static volatile unsigned probe_max = OT_MAX_FRAMES; /* and the probes before it */
 static unsigned probe_hits;
 static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)
 {
@@ -525,11 +526,11 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
     unsigned n = 0;
     if (probe_first == 2) {
         note->hit = 0;
-        note->value = ot_unwind_noted_others(origin.ip, origin.sp, origin.bp, OT_MAX_FRAMES, tag, &n, &probe_searched);
+        note->value = ot_unwind_noted_others(origin.ip, origin.sp, origin.bp, probe_max, tag, &n, &probe_searched);
         BARRIER();
         return note->value ? n : 0;
     }
-    uint32_t v = probe_first ? ot_stack_noted_at(OT_MAX_FRAMES, &origin, tag, &n) : 0;
+    uint32_t v = probe_first ? ot_stack_noted_at(probe_max, &origin, tag, &n) : 0;
     if (v) {
         probe_hits++;
         note->hit = 1;
@@ -1201,6 +1202,68 @@ TEST(test_cfi_stack_memo)
     probe_first = 0;
 }
 
+/* Frame 2 in the memo's key (unwind.c, memo_key): more stacks than a set has ways, which share
+ * frames 0 and 1 (noted_mid's, noted_via_a's: the same ip and sp) and differ from frame 2 out, are
+ * all found again, each with its own note. With frame 1 alone in the key they share one set and
+ * crowd each other out. Under a 2-frame limit they are one stack (cut before frame 2): the probe
+ * then stops at frame 1 as the walk did, and all of them find that stack's one note. Between two
+ * calls, other stacks push the walk buffers' copies out, so that only the memo can answer. */
+#define F2_STACKS 12
+NOTED_CALLER(f2_0, noted_via_a, 10)
+NOTED_CALLER(f2_1, noted_via_a, 11)
+NOTED_CALLER(f2_2, noted_via_a, 12)
+NOTED_CALLER(f2_3, noted_via_a, 13)
+NOTED_CALLER(f2_4, noted_via_a, 14)
+NOTED_CALLER(f2_5, noted_via_a, 15)
+NOTED_CALLER(f2_6, noted_via_a, 16)
+NOTED_CALLER(f2_7, noted_via_a, 17)
+NOTED_CALLER(f2_8, noted_via_a, 18)
+NOTED_CALLER(f2_9, noted_via_a, 19)
+NOTED_CALLER(f2_10, noted_via_a, 20)
+NOTED_CALLER(f2_11, noted_via_a, 21)
+static unsigned (*const f2_callers[F2_STACKS])(uintptr_t *, uint32_t, ot_stack_note_t *) = {
+    f2_0, f2_1, f2_2, f2_3, f2_4, f2_5, f2_6, f2_7, f2_8, f2_9, f2_10, f2_11};
+
+TEST(test_cfi_stack_memo_frame2)
+{
+    static const unsigned limits[] = {OT_MAX_FRAMES, 2};
+    ot_stack_note_t note = {0};
+    uintptr_t ips[OT_MAX_FRAMES];
+    probe_first = 1;
+    for (volatile unsigned l = 0; l < 2; l++) {
+        bool whole = limits[l] == OT_MAX_FRAMES;
+        memset(memo_mem, 0, sizeof memo_mem); /* no entry of the tests before */
+        ot_unwind_attach(memo_mem, sizeof memo_mem);
+        leaf_max = probe_max = limits[l];
+        unsigned walked[2] = {0}, hits[2] = {0};
+        for (volatile unsigned r = 0; r < 2; r++) {
+            for (volatile unsigned i = 0; i < F2_STACKS; i++) {
+                memset(ips, 0, sizeof ips);
+                note.hit = 0;
+                unsigned n = f2_callers[i](ips, 7, &note);
+                EXPECT_EQ_U(n, whole ? n : 2);
+                if (note.hit) {
+                    hits[r]++;
+                    EXPECT_EQ_U(note.value, 600 + (whole ? i : 0)); /* its own note, never another's */
+                } else {
+                    walked[r]++;
+                    ot_unwind_note_set(note.walk, 7, 600 + (whole ? i : 0));
+                }
+                for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
+            }
+        }
+        printf("  %s: %u walked, then %u and %u of %u found again\n", whole ? "whole stacks" : "cut at 2 frames",
+               walked[0], hits[0], hits[1], F2_STACKS);
+        EXPECT_EQ_U(walked[0], whole ? F2_STACKS : 1);
+        EXPECT_EQ_U(hits[0], whole ? 0 : F2_STACKS - 1);
+        EXPECT_EQ_U(hits[1], F2_STACKS);
+        EXPECT_EQ_U(walked[1], 0);
+    }
+    leaf_max = probe_max = OT_MAX_FRAMES;
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
 TEST(test_cost_20_frames)
 {
     uint64_t fast = 0, exact = 0;
@@ -1216,4 +1279,4 @@ TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, 
           test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
-          test_cfi_stack_memo, test_cost_20_frames)
+          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cost_20_frames)
