@@ -1202,12 +1202,13 @@ TEST(test_cfi_stack_memo)
     probe_first = 0;
 }
 
-/* Frame 2 in the memo's key (unwind.c, memo_key): more stacks than a set has ways, which share
- * frames 0 and 1 (noted_mid's, noted_via_a's: the same ip and sp) and differ from frame 2 out, are
- * all found again, each with its own note. With frame 1 alone in the key they share one set and
- * crowd each other out. Under a 2-frame limit they are one stack (cut before frame 2): the probe
- * then stops at frame 1 as the walk did, and all of them find that stack's one note. Between two
- * calls, other stacks push the walk buffers' copies out, so that only the memo can answer. */
+/* Frames past 1 in the memo's key (unwind.c, memo_key): more stacks than a set has ways, which
+ * share frames 0 and 1 (noted_mid's, noted_via_a's: the same ip and sp) and differ from frame 2 out,
+ * are all found again, each with its own note, whole and cut at 3 frames (where the probe steps to
+ * frame 2 and no further, as the walk did). With frame 1 alone in the key they share one set and
+ * crowd each other out. Cut at 2 frames they are one stack: the probe stops at frame 1, and all of
+ * them find that stack's one note. Between two calls, other stacks push the walk buffers' copies
+ * out, so that only the memo can answer. */
 #define F2_STACKS 12
 NOTED_CALLER(f2_0, noted_via_a, 10)
 NOTED_CALLER(f2_1, noted_via_a, 11)
@@ -1226,12 +1227,12 @@ static unsigned (*const f2_callers[F2_STACKS])(uintptr_t *, uint32_t, ot_stack_n
 
 TEST(test_cfi_stack_memo_frame2)
 {
-    static const unsigned limits[] = {OT_MAX_FRAMES, 2};
+    static const unsigned limits[] = {OT_MAX_FRAMES, 3, 2};
     ot_stack_note_t note = {0};
     uintptr_t ips[OT_MAX_FRAMES];
     probe_first = 1;
-    for (volatile unsigned l = 0; l < 2; l++) {
-        bool whole = limits[l] == OT_MAX_FRAMES;
+    for (volatile unsigned l = 0; l < 3; l++) {
+        bool whole = limits[l] > 2; /* the stacks differ within the limit */
         memset(memo_mem, 0, sizeof memo_mem); /* no entry of the tests before */
         ot_unwind_attach(memo_mem, sizeof memo_mem);
         leaf_max = probe_max = limits[l];
@@ -1241,7 +1242,7 @@ TEST(test_cfi_stack_memo_frame2)
                 memset(ips, 0, sizeof ips);
                 note.hit = 0;
                 unsigned n = f2_callers[i](ips, 7, &note);
-                EXPECT_EQ_U(n, whole ? n : 2);
+                EXPECT_EQ_U(n, limits[l] < OT_MAX_FRAMES ? limits[l] : n);
                 if (note.hit) {
                     hits[r]++;
                     EXPECT_EQ_U(note.value, 600 + (whole ? i : 0)); /* its own note, never another's */
@@ -1252,8 +1253,8 @@ TEST(test_cfi_stack_memo_frame2)
                 for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
             }
         }
-        printf("  %s: %u walked, then %u and %u of %u found again\n", whole ? "whole stacks" : "cut at 2 frames",
-               walked[0], hits[0], hits[1], F2_STACKS);
+        printf("  limit %u frames: %u walked, then %u and %u of %u found again\n", limits[l], walked[0], hits[0],
+               hits[1], F2_STACKS);
         EXPECT_EQ_U(walked[0], whole ? F2_STACKS : 1);
         EXPECT_EQ_U(hits[0], whole ? 0 : F2_STACKS - 1);
         EXPECT_EQ_U(hits[1], F2_STACKS);
