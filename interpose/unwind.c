@@ -720,40 +720,44 @@ typedef struct {
 } memo_key_t;
 
 /* One step of the walk from (ip, sp, bp) with the cached rule, as the walk's step takes it (the same
- * sanity checks): R_STEP, the caller's return address, sp and rbp in place; R_LAST where the frame
- * ends the stack; R_NONE where its rule is not cached now or the step fails the walk's checks (the
- * walk would ask libunwind). */
-static inline unsigned memo_step(uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
+ * sanity checks, in fewer compares): R_STEP, the caller's return address, sp and rbp in place;
+ * R_LAST where the frame ends the stack; R_NONE where its rule is not cached now or the step fails
+ * the walk's checks (the walk would ask libunwind). */
+static inline __attribute__((always_inline)) unsigned memo_step(uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
 {
     uint64_t rule = rule_cached(*ip);
     unsigned kind = rule_kind(rule);
-    if (kind != R_STEP) return kind == R_LAST ? R_LAST : R_NONE;
+    if (OT_UNLIKELY(kind != R_STEP)) return kind == R_LAST ? R_LAST : R_NONE;
     uintptr_t cfa = (rule_cfa_bp(rule) ? *bp : *sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
-    if (cfa <= *sp || (cfa & 7) != 0 || cfa - *sp > (1u << 30)) return R_NONE;
+    /* cfa > sp, cfa - sp <= 2^30 and 8-byte aligned: the walk's test */
+    if (OT_UNLIKELY(cfa - *sp - 1 >= (1u << 30) || (cfa & 7) != 0)) return R_NONE;
     if (rule_bp_saved(rule)) *bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)rule_bpoff(rule));
     *ip = *(const uintptr_t *)(cfa - 8);
     *sp = cfa;
     return R_STEP;
 }
 
-/* A memo key: frame 0 (ip, sp) and the return addresses of frames 1 to MEMO_KEY_FRAMES - 1 (0 for
- * a frame not stepped to). Frame 0 at one depth of a recursive function has one (ip, sp) for every
- * path that leads there, and the frames just above it often have one too: keyed by frame 1 alone,
- * those paths shared the key, the set and the fingerprint, crowded each other out of the set's
- * eight ways, and each probe read the headers and first checks of 3.3 ways. Measured on
- * recursive_stacks 20000 under stacks=all (callgrind; instructions, first-level read misses, walks):
- * frames 0-1: 1,897 M, 10.39 M, 103,093; 0-2: 1,845 M, 9.14 M, 53,065; 0-3: 1,826 M, 7.50 M, 25,377;
- * 0-4: 1,836 M, 6.85 M, 6,612; 0-5: 1,891 M, 6.33 M. Frames 0-4: 100000 rounds, 15 interleaved runs,
- * 11% less time than frames 0-2. */
+/* A memo key: frame 0 (ip, sp) and the return addresses of frames 1 to 4 (0 for a frame not stepped
+ * to). Frame 0 at one depth of a recursive function has one (ip, sp) for every path that leads
+ * there, and the frames just above it often have one too: keyed by frame 1 alone, those paths
+ * shared the key, the set and the fingerprint, crowded each other out of the set's eight ways, and
+ * each probe read the headers and first checks of 3.3 ways. Measured on recursive_stacks 20000
+ * under stacks=all (callgrind; instructions, first-level read misses, walks): frames 0-1: 1,897 M,
+ * 10.39 M, 103,093; 0-2: 1,845 M, 9.14 M, 53,065; 0-3: 1,826 M, 7.50 M, 25,377; 0-4: 1,836 M,
+ * 6.85 M, 6,612; 0-5: 1,891 M, 6.33 M. Frames 0-4: 100000 rounds, 15 interleaved runs, 11% less
+ * time than frames 0-2. The frames are folded in as they come, so that the probe and the kept walk
+ * compute the same key each their way; with one step and fold per frame, not the five-frame array
+ * hashed afterwards, the same run takes 1,785 M instructions. */
 #define MEMO_KEY_FRAMES 5
-static inline memo_key_t memo_key(const walk_t *w, uintptr_t sp0, const uintptr_t *ipk)
+static inline uint64_t memo_fold(uint64_t h, uintptr_t ip) { return (h ^ ip) * 0xC2B2AE3D27D4EB4Full; }
+static inline memo_key_t memo_key(const walk_t *w, uint64_t h)
 {
-    uint64_t h = (uint64_t)(ipk[0] ^ (sp0 << 9) ^ (sp0 >> 3) ^ (ipk[1] << 21) ^ (ipk[1] >> 11)) * 0x9E3779B97F4A7C15ull;
-    for (unsigned j = 2; j < MEMO_KEY_FRAMES; j++) h = (h ^ ipk[j] ^ (ipk[j] >> 17)) * 0xC2B2AE3D27D4EB4Full;
+    h *= 0x9E3779B97F4A7C15ull;
     uint32_t s = (uint32_t)(h >> 40) & w->memo_mask;
     uint16_t fp = (uint16_t)(h >> 16);
     return (memo_key_t){&w->memo[s], &w->memo_fps[s], fp ? fp : 1};
 }
+static inline uint64_t memo_key_start(uintptr_t ip0, uintptr_t sp0) { return ip0 ^ (sp0 << 9) ^ (sp0 >> 3); }
 
 /* The key of the live stack from frame 0 (ip, sp, bp), for a request of max frames, read off it as
  * the walk reads it (memo_step): a frame is stepped to where max leaves room for it and the stack
@@ -762,16 +766,19 @@ static inline memo_key_t memo_key(const walk_t *w, uintptr_t sp0, const uintptr_
 static inline bool memo_key_live(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max,
                                  memo_key_t *mk)
 {
-    uintptr_t ipk[MEMO_KEY_FRAMES] = {ip}, sp0 = sp;
+    uint64_t h = memo_key_start(ip, sp);
     if (memo_step(&ip, &sp, &bp) != R_STEP) return false;
-    ipk[1] = ip;
-    for (unsigned j = 2; j < MEMO_KEY_FRAMES && ip != 0 && max > j; j++) {
+    h = memo_fold(h, ip);
+    unsigned top = max < MEMO_KEY_FRAMES ? max : MEMO_KEY_FRAMES;
+    for (unsigned j = 2; j < top && ip != 0; j++) {
         unsigned k = memo_step(&ip, &sp, &bp);
-        if (k == R_NONE) return false;
-        if (k != R_STEP) break;
-        ipk[j] = ip;
+        if (k != R_STEP) {
+            if (k == R_NONE) return false;
+            break;
+        }
+        h = memo_fold(h, ip);
     }
-    *mk = memo_key(w, sp0, ipk);
+    *mk = memo_key(w, h);
     return true;
 }
 
@@ -779,9 +786,9 @@ static inline bool memo_key_live(const walk_t *w, uintptr_t ip, uintptr_t sp, ui
  * exactly the frames a probe for it steps to. */
 static inline memo_key_t memo_keep_key(const walk_t *w, const wbuf_t *b)
 {
-    uintptr_t ipk[MEMO_KEY_FRAMES];
-    for (unsigned j = 0; j < MEMO_KEY_FRAMES; j++) ipk[j] = b->n > j ? b->f[j].ip : 0;
-    return memo_key(w, b->f[0].sp, ipk);
+    uint64_t h = memo_key_start(b->f[0].ip, b->f[0].sp);
+    for (unsigned j = 1; j < MEMO_KEY_FRAMES && j < b->n; j++) h = memo_fold(h, b->f[j].ip);
+    return memo_key(w, h);
 }
 
 /* The site noted under tag for the stack from (ip, sp, bp) if the memo holds it, else 0. */
