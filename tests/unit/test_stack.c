@@ -1222,10 +1222,37 @@ NOTED_CALLER(f2_8, noted_via_a, 18)
 NOTED_CALLER(f2_9, noted_via_a, 19)
 NOTED_CALLER(f2_10, noted_via_a, 20)
 NOTED_CALLER(f2_11, noted_via_a, 21)
-static unsigned (*const f2_callers[F2_STACKS])(uintptr_t *, uint32_t, ot_stack_note_t *) = {
-    f2_0, f2_1, f2_2, f2_3, f2_4, f2_5, f2_6, f2_7, f2_8, f2_9, f2_10, f2_11};
+typedef unsigned (*noted_fn)(uintptr_t *, uint32_t, ot_stack_note_t *);
+static const noted_fn f2_callers[F2_STACKS] = {f2_0, f2_1, f2_2, f2_3, f2_4, f2_5,
+                                               f2_6, f2_7, f2_8, f2_9, f2_10, f2_11};
+/* The same with frame pointers in every frame but noted_leaf's: the key's steps take each CFA from
+ * rbp, read from the slots where the frames saved it (the checks an entry keeps for them). */
+#define NOTED_CALLER_FP(name, callee, k)                                                               \
+    __attribute__((noipa, optimize("no-omit-frame-pointer"))) static unsigned name(uintptr_t *ips, uint32_t tag, \
+                                                                                 ot_stack_note_t *note)        \
+    {                                                                                                  \
+        unsigned n = callee(ips, tag, note);                                                           \
+        sink += k;                                                                                     \
+        return n;                                                                                      \
+    }
+NOTED_CALLER_FP(fp_mid, noted_leaf, 3)
+NOTED_CALLER_FP(fp_via, fp_mid, 4)
+NOTED_CALLER_FP(fp2_0, fp_via, 10)
+NOTED_CALLER_FP(fp2_1, fp_via, 11)
+NOTED_CALLER_FP(fp2_2, fp_via, 12)
+NOTED_CALLER_FP(fp2_3, fp_via, 13)
+NOTED_CALLER_FP(fp2_4, fp_via, 14)
+NOTED_CALLER_FP(fp2_5, fp_via, 15)
+NOTED_CALLER_FP(fp2_6, fp_via, 16)
+NOTED_CALLER_FP(fp2_7, fp_via, 17)
+NOTED_CALLER_FP(fp2_8, fp_via, 18)
+NOTED_CALLER_FP(fp2_9, fp_via, 19)
+NOTED_CALLER_FP(fp2_10, fp_via, 20)
+NOTED_CALLER_FP(fp2_11, fp_via, 21)
+static const noted_fn fp2_callers[F2_STACKS] = {fp2_0, fp2_1, fp2_2, fp2_3, fp2_4,  fp2_5,
+                                                fp2_6, fp2_7, fp2_8, fp2_9, fp2_10, fp2_11};
 
-TEST(test_cfi_stack_memo_frame2)
+static void memo_frame2_round(const noted_fn *callers, const char *what)
 {
     static const unsigned limits[] = {OT_MAX_FRAMES, 3, 2};
     ot_stack_note_t note = {0};
@@ -1241,7 +1268,7 @@ TEST(test_cfi_stack_memo_frame2)
             for (volatile unsigned i = 0; i < F2_STACKS; i++) {
                 memset(ips, 0, sizeof ips);
                 note.hit = 0;
-                unsigned n = f2_callers[i](ips, 7, &note);
+                unsigned n = callers[i](ips, 7, &note);
                 EXPECT_EQ_U(n, limits[l] < OT_MAX_FRAMES ? limits[l] : n);
                 if (note.hit) {
                     hits[r]++;
@@ -1253,8 +1280,8 @@ TEST(test_cfi_stack_memo_frame2)
                 for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
             }
         }
-        printf("  limit %u frames: %u walked, then %u and %u of %u found again\n", limits[l], walked[0], hits[0],
-               hits[1], F2_STACKS);
+        printf("  %s, limit %u frames: %u walked, then %u and %u of %u found again\n", what, limits[l], walked[0],
+               hits[0], hits[1], F2_STACKS);
         EXPECT_EQ_U(walked[0], whole ? F2_STACKS : 1);
         EXPECT_EQ_U(hits[0], whole ? 0 : F2_STACKS - 1);
         EXPECT_EQ_U(hits[1], F2_STACKS);
@@ -1263,6 +1290,12 @@ TEST(test_cfi_stack_memo_frame2)
     leaf_max = probe_max = OT_MAX_FRAMES;
     ot_unwind_attach(NULL, 0);
     probe_first = 0;
+}
+
+TEST(test_cfi_stack_memo_frame2)
+{
+    memo_frame2_round(f2_callers, "no frame pointers");
+    memo_frame2_round(fp2_callers, "frame pointers");
 }
 
 TEST(test_cost_20_frames)
