@@ -544,13 +544,14 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
 }
 /* A function that calls `callee` and does some work of its own after it, so that the call is no
  * tail call and no two such functions fold into one: each is a frame with its own return address. */
-#define NOTED_CALLER(name, callee, k)                                                                  \
-    __attribute__((noipa)) static unsigned name(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note) \
+#define NOTED_CALLER_ATTR(attrs, name, callee, k)                                                      \
+    __attribute__(attrs) static unsigned name(uintptr_t *ips, uint32_t tag, ot_stack_note_t *note)    \
     {                                                                                                  \
         unsigned n = callee(ips, tag, note);                                                           \
         sink += k;                                                                                     \
         return n;                                                                                      \
     }
+#define NOTED_CALLER(name, callee, k) NOTED_CALLER_ATTR((noipa), name, callee, k)
 NOTED_CALLER(noted_one, noted_leaf, 1)
 NOTED_CALLER(noted_two, noted_leaf, 2)
 NOTED_CALLER(noted_three, noted_leaf, 3)
@@ -1227,14 +1228,8 @@ static const noted_fn f2_callers[F2_STACKS] = {f2_0, f2_1, f2_2, f2_3, f2_4, f2_
                                                f2_6, f2_7, f2_8, f2_9, f2_10, f2_11};
 /* The same with frame pointers in every frame but noted_leaf's: the key's steps take each CFA from
  * rbp, read from the slots where the frames saved it (the checks an entry keeps for them). */
-#define NOTED_CALLER_FP(name, callee, k)                                                               \
-    __attribute__((noipa, optimize("no-omit-frame-pointer"))) static unsigned name(uintptr_t *ips, uint32_t tag, \
-                                                                                 ot_stack_note_t *note)        \
-    {                                                                                                  \
-        unsigned n = callee(ips, tag, note);                                                           \
-        sink += k;                                                                                     \
-        return n;                                                                                      \
-    }
+#define NOTED_CALLER_FP(name, callee, k) \
+    NOTED_CALLER_ATTR((noipa, optimize("no-omit-frame-pointer")), name, callee, k)
 NOTED_CALLER_FP(fp_mid, noted_leaf, 3)
 NOTED_CALLER_FP(fp_via, fp_mid, 4)
 NOTED_CALLER_FP(fp2_0, fp_via, 10)
