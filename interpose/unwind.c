@@ -812,7 +812,7 @@ static inline memo_key_t memo_keep_key(const walk_t *w, const wbuf_t *b, unsigne
 
 /* The site noted under tag for the stack from (ip, sp, bp) if the memo holds it, else 0. */
 static inline uint32_t memo_find_noted(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
-                                       unsigned max, uint32_t tag, unsigned *depth)
+                                       unsigned max, uint32_t tag, unsigned *depth, const void **hit)
 {
     memo_key_t mk;
     uintptr_t kip[MEMO_KEY_FRAMES - 1];
@@ -835,6 +835,7 @@ static inline uint32_t memo_find_noted(const walk_t *w, uintptr_t ip, uintptr_t 
         }
         if (c != nchk) continue;
         *depth = e->nips < max ? e->nips : max;
+        *hit = e;
         return e->site;
     }
     return 0;
@@ -934,6 +935,8 @@ void ot_unwind_attach(void *mem, size_t bytes)
             w->buf[b].note_key = 0;
         }
         w->last = &w->buf[0];
+        w->memo_last = NULL;
+        w->memo_skip_keep = 0;
         w->busy = 0;
     }
     ot_walk_cache = w;
@@ -1128,7 +1131,8 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
     if (w->memo) {
         w->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        memo_keep(w, b, tag, value);
+        if (!w->memo_skip_keep) memo_keep(w, b, tag, value); /* kept there already: above */
+        w->memo_skip_keep = 0;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         w->busy = 0;
     }
@@ -1179,6 +1183,7 @@ static inline __attribute__((always_inline)) int noted_take(walk_t *w, unsigned 
     if (m->note_key != note_key(m->gen, tag)) return NT_NONE;
     w->asked++;
     if (!is_stack(m, ip, sp, bp, code_gen, max, 0)) return NT_OTHER;
+    w->memo_last = NULL;
     *site = ot_walk_noted_hit(w, m, max, depth);
     unsigned r = 0;
     while (w->order[r] != b) r++;
@@ -1216,9 +1221,26 @@ uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsign
     }
     *searched = got != NT_HIT && whole;
     /* Then the memo, which holds thousands more (asked first, it cost deep_large's few stacks,
-     * which the buffers hold, 22% more instructions per allocation). */
-    if (got != NT_HIT && w->memo && (site = memo_find_noted(w, ip, sp, bp, code_gen, max, tag, depth)) != 0)
-        w->stepped = 0;
+     * which the buffers hold, 22% more instructions per allocation). A memo hit leaves the buffers
+     * as they are, so the same stack again is not the last walk that the allocation path compares
+     * inline: the entry that answered two allocations in a row (no walk and no buffer's answer
+     * between) is answered no more (0), and the walk that
+     * follows makes the stack the last walk, which then answers it inline. A thread that took over
+     * an exited one's walk cache (handoff_server: a thread per 10,000 allocations, all from one
+     * stack) otherwise asked the memo for nearly every allocation: at five key frames, 111 more
+     * instructions each than at two. That walk's note is not kept in the memo again. */
+    if (got != NT_HIT && w->memo) {
+        const void *hit = NULL;
+        site = memo_find_noted(w, ip, sp, bp, code_gen, max, tag, depth, &hit);
+        if (site && hit == w->memo_last) {
+            site = 0;
+            w->memo_last = NULL;
+            w->memo_skip_keep = 1;
+        } else if (site) {
+            w->memo_last = hit;
+            w->stepped = 0;
+        }
+    }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
     return site;
@@ -1267,6 +1289,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     if (w && !w->busy) {
         w->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees busy before we touch the buffers */
+        w->memo_last = NULL; /* a walk or a buffer answers this stack: the memo's answers are no longer in a row */
         old = &w->buf[w->order[0]];
         nw = &w->buf[w->order[w->nbufs - 1]];
         code_gen = __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE);

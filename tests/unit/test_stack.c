@@ -1293,6 +1293,37 @@ TEST(test_cfi_stack_memo_frame2)
     memo_frame2_round(fp2_callers, "frame pointers");
 }
 
+/* A stack the memo answers twice in a row is walked once more and becomes the last walk, which then
+ * answers it inline (unwind.c, ot_unwind_noted_others): a thread that took over another's walk
+ * cache, whose buffers hold none of its stacks, would otherwise ask the memo for every allocation
+ * from its one stack. The walk's note is the memo's; every answer is that note. */
+TEST(test_cfi_memo_answer_becomes_last)
+{
+    ot_stack_note_t note = {0};
+    uintptr_t ips[OT_MAX_FRAMES];
+    memset(memo_mem, 0, sizeof memo_mem);
+    ot_unwind_attach(memo_mem, sizeof memo_mem);
+    probe_first = 1;
+    /* walked; the memo; the memo again: walked; then the last walk */
+    static const bool want_hit[7] = {false, true, false, true, true, true, true};
+    bool hit[7];
+    for (volatile unsigned i = 0; i < 7; i++) {
+        note.hit = 0;
+        (void)noted_one(ips, 7, &note); /* one call site: the same stack every time */
+        hit[i] = note.hit;
+        if (note.hit) EXPECT_EQ_U(note.value, 700);
+        else ot_unwind_note_set(note.walk, 7, 700); /* as the allocation path notes its walk */
+        if (i == 0)
+            for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* the buffers forget it */
+    }
+    printf("  answered:");
+    for (unsigned i = 0; i < 7; i++) printf(" %s", hit[i] ? "noted" : "walked");
+    printf("\n");
+    for (unsigned i = 0; i < 7; i++) EXPECT(hit[i] == want_hit[i]);
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
 TEST(test_cost_20_frames)
 {
     uint64_t fast = 0, exact = 0;
@@ -1308,4 +1339,5 @@ TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, 
           test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
-          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cost_20_frames)
+          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_answer_becomes_last,
+          test_cost_20_frames)
