@@ -659,10 +659,11 @@ static uint64_t g_fallbacks;
  * for this request, and every check holding, each read only once those before it held.
  * Recognised there, the stack costs a load and a compare per check, with no walk and no interning.
  *
- * 8-way sets by frame 0 and the return addresses of frames 1 and 2 (memo_key: a recursive
+ * 8-way sets by frame 0 and the return addresses of frames 1 to 4 (memo_key: a recursive
  * function's allocation at one depth has one (ip, sp) for every path that leads there), replaced
- * in turn, with a fingerprint of the key per way beside the sets. Sized by measurement on tests/bench/recursive_stacks (callgrind, instructions
- * per 5,000 rounds under stacks=all, none 121 M): 2 MiB 519 M, 4 MiB 464 M, 8 MiB 442 M, 64 MiB
+ * in turn, with a fingerprint of the key per way beside the sets. Sized by measurement on
+ * tests/bench/recursive_stacks (callgrind, instructions per 5,000 rounds under stacks=all, none
+ * 121 M): 2 MiB 519 M, 4 MiB 464 M, 8 MiB 442 M, 64 MiB
  * 407 M; at 2 MiB, 16 ways 473 M (more compares per probe, more lines read), 8 ways keyed by frame 0
  * alone 528 M (those with 1 KiB entries, before they were compacted: below). Entries stay
  * valid across threads that adopt the memory (the test does not depend on the thread) and are
@@ -716,14 +717,13 @@ typedef struct memo_set {
     memo_t way[MEMO_WAYS];
 } memo_set_t;
 /* Each set's fingerprints, in an array of their own after the sets: a probe reads its set's 16
- * bytes (16 KiB for all sets, where the entries' first lines are 4 MiB apart in all) and compares
+ * bytes (16 KiB for all sets, where the ways' first lines lie 512 bytes apart) and compares
  * only the ways whose fingerprint is the key's, instead of reading the first line of all eight
  * (recursive_stacks 20000, stacks=all, callgrind: 2.5 of a probe's 5.1 first-level read misses were
  * those lines). A filter only: a way it names is compared in full. 0: the way holds no entry. */
 typedef struct memo_fps {
     uint16_t fp[MEMO_WAYS];
 } memo_fps_t;
-#define MEMO_FPS_BYTES(sets) ((sets) * sizeof(memo_fps_t))
 _Static_assert(OT_UNWIND_MEMO_BYTES >= 2 * (sizeof(memo_set_t) + sizeof(memo_fps_t)), "OT_UNWIND_MEMO_BYTES too small");
 _Static_assert(MEMO_WAYS == 8, "a set's fingerprints fill one SSE2 register");
 
