@@ -252,6 +252,15 @@ static inline bool rule_cfa_bp(uint64_t r) { return (r >> 2) & 1; }
 static inline bool rule_bp_saved(uint64_t r) { return (r >> 3) & 1; }
 static inline int32_t rule_bpoff(uint64_t r) { return (int32_t)((uint32_t)(r >> 8) << 8) >> 8; }
 static inline int32_t rule_cfaoff(uint64_t r) { return (int32_t)(uint32_t)(r >> 32); }
+/* The CFA a step rule gives from (sp, bp), in *cfa; false where it fails the walker's test: the
+ * stack grows down, so every caller's CFA lies above its callee's sp, within 2^30 and 8-byte
+ * aligned. Anything else is a corrupt or unmodelled stack (the walk asks libunwind; the memo does
+ * not look). */
+static inline __attribute__((always_inline)) bool rule_cfa(uint64_t rule, uintptr_t sp, uintptr_t bp, uintptr_t *cfa)
+{
+    *cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
+    return OT_LIKELY(*cfa - sp - 1 < (1u << 30)) && OT_LIKELY((*cfa & 7) == 0);
+}
 
 #define X86_RBP 6
 #define X86_RSP 7
@@ -692,7 +701,7 @@ static uint64_t g_fallbacks;
 #define MEMO_WAYS 8
 #define MEMO_KEY_FRAMES 5 /* frame 0 and frames 1-4: the key (memo_key) */
 enum { MB_IP, MB_SP, MB_FAR, MB_ZERO };
-typedef struct {
+typedef struct memo {
     /* The first line: what a probe compares before it reads a check. */
     uintptr_t ip, sp;                   /* frame 0 */
     uintptr_t kip[MEMO_KEY_FRAMES - 1]; /* the return addresses of key frames 1..nkey-1, then 0 */
@@ -733,18 +742,17 @@ typedef struct {
     uint16_t fp;
 } memo_key_t;
 
-/* One step of the walk from (ip, sp, bp) with the cached rule, as the walk's step takes it (the same
- * sanity checks, in fewer compares): R_STEP, the caller's return address, sp and rbp in place;
- * R_LAST where the frame ends the stack; R_NONE where its rule is not cached now or the step fails
- * the walk's checks (the walk would ask libunwind). */
+/* One step of the walk from (ip, sp, bp) with the cached rule, as the walk's step takes it
+ * (rule_cfa): R_STEP, the caller's return address, sp and rbp in place; R_LAST where the frame ends
+ * the stack; R_NONE where its rule is not cached now or the step fails the walk's test (the walk
+ * would ask libunwind). */
 static inline __attribute__((always_inline)) unsigned memo_step(uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
 {
     uint64_t rule = rule_cached(*ip);
     unsigned kind = rule_kind(rule);
     if (OT_UNLIKELY(kind != R_STEP)) return kind == R_LAST ? R_LAST : R_NONE;
-    uintptr_t cfa = (rule_cfa_bp(rule) ? *bp : *sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
-    /* cfa > sp, cfa - sp <= 2^30 and 8-byte aligned: the walk's test */
-    if (OT_UNLIKELY(cfa - *sp - 1 >= (1u << 30) || (cfa & 7) != 0)) return R_NONE;
+    uintptr_t cfa;
+    if (OT_UNLIKELY(!rule_cfa(rule, *sp, *bp, &cfa))) return R_NONE;
     if (rule_bp_saved(rule)) *bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)rule_bpoff(rule));
     *ip = *(const uintptr_t *)(cfa - 8);
     *sp = cfa;
@@ -812,7 +820,7 @@ static inline memo_key_t memo_keep_key(const walk_t *w, const wbuf_t *b, unsigne
 
 /* The site noted under tag for the stack from (ip, sp, bp) if the memo holds it, else 0. */
 static inline uint32_t memo_find_noted(const walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
-                                       unsigned max, uint32_t tag, unsigned *depth, const void **hit)
+                                       unsigned max, uint32_t tag, unsigned *depth, const memo_t **hit)
 {
     memo_key_t mk;
     uintptr_t kip[MEMO_KEY_FRAMES - 1];
@@ -822,6 +830,7 @@ static inline uint32_t memo_find_noted(const walk_t *w, uintptr_t ip, uintptr_t 
     unsigned cand = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(fps, _mm_set1_epi16((short)mk.fp)));
     for (; cand; cand &= cand - 1, cand &= cand - 1) { /* two mask bits per way */
         const memo_t *e = &mk.set->way[__builtin_ctz(cand) / 2];
+        _Static_assert(MEMO_KEY_FRAMES - 1 == 4, "the compare below names every kip");
         if (e->ip != ip || e->sp != sp || e->tag != tag || e->code_gen != code_gen ||
             !(e->complete || (e->cut != 0 && e->cut == max)) || e->nkey != nkey || e->kip[0] != kip[0] ||
             e->kip[1] != kip[1] || e->kip[2] != kip[2] || e->kip[3] != kip[3] || (e->matters0 && e->bp != bp))
@@ -936,7 +945,7 @@ void ot_unwind_attach(void *mem, size_t bytes)
         }
         w->last = &w->buf[0];
         w->memo_last = NULL;
-        w->memo_skip_keep = 0;
+        w->memo_kept_walk = 0;
         w->busy = 0;
     }
     ot_walk_cache = w;
@@ -1131,8 +1140,7 @@ void ot_unwind_note_set(uint32_t walk, uint32_t tag, uint32_t value)
     if (w->memo) {
         w->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        if (!w->memo_skip_keep) memo_keep(w, b, tag, value); /* kept there already: above */
-        w->memo_skip_keep = 0;
+        if (walk != w->memo_kept_walk) memo_keep(w, b, tag, value); /* else the memo holds it (ot_unwind_noted_others) */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         w->busy = 0;
     }
@@ -1223,19 +1231,19 @@ uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsign
     /* Then the memo, which holds thousands more (asked first, it cost deep_large's few stacks,
      * which the buffers hold, 22% more instructions per allocation). A memo hit leaves the buffers
      * as they are, so the same stack again is not the last walk that the allocation path compares
-     * inline: the entry that answered two allocations in a row (no walk and no buffer's answer
-     * between) is answered no more (0), and the walk that
-     * follows makes the stack the last walk, which then answers it inline. A thread that took over
-     * an exited one's walk cache (handoff_server: a thread per 10,000 allocations, all from one
-     * stack) otherwise asked the memo for nearly every allocation: at five key frames, 111 more
-     * instructions each than at two. That walk's note is not kept in the memo again. */
+     * inline. So the entry that answered the last question asked here, with no walk and no other
+     * remembered walk's answer since, answers no more (0): the walk that follows becomes the last
+     * walk, which then answers the stack inline. A thread that took over an exited one's walk cache
+     * (handoff_server: a thread per 10,000 allocations, all from one stack) otherwise asked the memo
+     * for nearly every allocation: at five key frames, 111 more instructions each than at two. That
+     * walk (the next one released) is not kept in the memo a second time. */
     if (got != NT_HIT && w->memo) {
-        const void *hit = NULL;
+        const memo_t *hit = NULL;
         site = memo_find_noted(w, ip, sp, bp, code_gen, max, tag, depth, &hit);
         if (site && hit == w->memo_last) {
             site = 0;
             w->memo_last = NULL;
-            w->memo_skip_keep = 1;
+            w->memo_kept_walk = w->gens + 1 != 0 ? w->gens + 1 : 1; /* release's next gen */
         } else if (site) {
             w->memo_last = hit;
             w->stepped = 0;
@@ -1289,7 +1297,7 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
     if (w && !w->busy) {
         w->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees busy before we touch the buffers */
-        w->memo_last = NULL; /* a walk or a buffer answers this stack: the memo's answers are no longer in a row */
+        w->memo_last = NULL; /* a walk or a remembered walk answers: the memo's answers are not in a row */
         old = &w->buf[w->order[0]];
         nw = &w->buf[w->order[w->nbufs - 1]];
         code_gen = __atomic_load_n(&ot_code_gen, __ATOMIC_ACQUIRE);
@@ -1377,10 +1385,8 @@ int ot_unwind_from(uintptr_t *ips, unsigned max, unsigned skip, uintptr_t ip, ui
             if (nw) release(w, nw, 0, 0, 0, code_gen, steps, NULL);
             return -1;
         }
-        uintptr_t cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
-        /* The stack grows down: every caller's CFA lies above its callee's. Anything else is a
-         * corrupt or unmodelled stack; libunwind decides. */
-        if (OT_UNLIKELY(cfa <= sp || (cfa & 7) != 0 || cfa - sp > (1u << 30))) {
+        uintptr_t cfa;
+        if (OT_UNLIKELY(!rule_cfa(rule, sp, bp, &cfa))) { /* libunwind decides */
             __atomic_fetch_add(&g_fallbacks, 1, __ATOMIC_RELAXED);
             if (nw) release(w, nw, 0, 0, 0, code_gen, steps, NULL);
             return -1;

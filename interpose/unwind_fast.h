@@ -61,8 +61,8 @@ typedef struct ot_walk {
     struct memo_set *memo;
     struct memo_fps *memo_fps; /* the sets' fingerprints, after them */
     uint32_t memo_mask;        /* sets - 1 */
-    uint32_t memo_skip_keep;   /* the next note is of a stack the memo answered (unwind.c) */
-    const void *memo_last;     /* the memo entry that answered last (NULL: none since) */
+    uint32_t memo_kept_walk;   /* the walk (gen) of a stack the memo holds already: not kept again */
+    const struct memo *memo_last; /* the memo entry that answered last (NULL: none since) */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
