@@ -29,11 +29,22 @@ static inline int ot_t_run_(const char *names, ot_t_fn_ *fns, int n)
     strncpy(buf, names, sizeof buf - 1);
     buf[sizeof buf - 1] = 0;
     char *save = NULL, *tok = strtok_r(buf, ", ", &save);
+    /* OT_TEST_ONLY=name[,name...]: run only those (to repeat one test). */
+    const char *only = getenv("OT_TEST_ONLY");
     for (int i = 0; i < n; i++) {
+        const char *nm = tok ? tok : "?";
+        if (only) {
+            size_t l = strlen(nm);
+            const char *p = only;
+            while ((p = strstr(p, nm)) && ((p != only && p[-1] != ',') || (p[l] && p[l] != ','))) p += l;
+            if (!p) {
+                tok = strtok_r(NULL, ", ", &save);
+                continue;
+            }
+        }
         ot_t_failed_ = ot_t_skipped_ = 0;
         fflush(stdout);
         fns[i]();
-        const char *nm = tok ? tok : "?";
         if (ot_t_skipped_) printf("SKIP %s: %s\n", nm, ot_t_skip_reason_);
         else if (ot_t_failed_) { printf("FAIL %s\n", nm); bad = 1; }
         else printf("PASS %s\n", nm);
