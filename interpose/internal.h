@@ -147,6 +147,7 @@ typedef struct {
     uint64_t mask_ns;      /* what blocking and restoring signals was measured to cost (0: not yet) */
     uint64_t maps, unmaps; /* mmap and munmap calls the table made so far (its records' chunks too) */
     uint64_t floor;        /* live count below which no shrink sizes the table now (0: none) */
+    uint64_t rescues;      /* targets that filled while the table before them still migrated */
 } ot_table_stats_t;
 void ot_table_stats(ot_table_stats_t *st);
 void ot_table_reset_for_test(void); /* unit tests only: drop everything */
@@ -158,6 +159,9 @@ uint64_t ot_table_test_home(uint64_t key, uint64_t cap); /* where key's search s
 void ot_table_test_root_map(void **addr, size_t *bytes);  /* the oldest table's mapping */
 extern OT_HIDDEN int ot_table_test_never_alone; /* set: every migration pass takes the CAS way */
 extern OT_HIDDEN uint64_t ot_table_test_mask_ns; /* set: what blocking signals costs, instead of measuring it */
+/* Added to the live count a migration's start reads (the sum of the threads' counts, which a
+ * preempted reader can get wrong by what other threads did meanwhile). */
+extern OT_HIDDEN int64_t ot_table_test_live_error;
 /* Called by a pass made alone between finding new[slot] EMPTY and its store there. */
 extern OT_HIDDEN void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #endif

@@ -15,8 +15,9 @@
  * table a slot never becomes EMPTY again, so a probe may stop at the first EMPTY.
  *
  * Generations. g_root is the oldest table still in use; root->next, when set, is the table being
- * migrated into. Only the root migrates, so the chain is at most two long, and every operation looks
- * at root first, then next: a key is always found where it is, or its FWD is found where it was.
+ * migrated into. Only the root migrates, except where its target was rescued (below), so the chain
+ * is two long but for that, and every operation looks at root first, then next: a key is always
+ * found where it is, or its FWD is found where it was.
  * A migration is cut into chunks; each operation that sees one in progress migrates a chunk first.
  * One slot moves like this (i in the old table, j in the new):
  *   1. read old[i] = (k, v);
@@ -39,6 +40,17 @@
  * TOMB slots are final as they are and cost a load instead of a CAS (a growth finds about a fifth
  * of its slots empty, a shrink four fifths). A chunk is done when one pass over it found every slot
  * final; the old table retires when every chunk is done (a bit per chunk after the slots).
+ *
+ * Rescue. A target sized for too few keys (a live count read wrong, or more inserts during the
+ * migration than it has room for) fills before the root is migrated into it, and then neither can
+ * finish: its keys can only move once the root's have. So the full target, n, is given a target
+ * of its own, n2 (rescue), sized for the keys the chain holds, counted. From then on the root's
+ * keys skip n and go to n2 (FWDH(2, j)), and n migrates into n2 too, but only after a grace period
+ * that starts with n->next: an operation older than that may still be placing a root key in n
+ * (it read n->next as NULL, as an insert reads a table's next), and n's own pass would take its
+ * PEND for a loser's. After it, nothing new lands in n, so n's EMPTY and TOMB slots are final and
+ * its passes never close. Whichever of the two migrations ends last makes n2 the root
+ * (advance_root). A full n2 is rescued the same way, up to MAX_HOPS tables.
  *
  * Alone. While glibc says the process has one thread (__libc_single_threaded), a migration pass
  * blocks every signal for its chunk and moves each key with plain stores, new[j] = (k, v) and then
@@ -103,7 +115,12 @@ enum { T_TOMB = 1, T_CLOSED_E, T_CLOSED_T, T_FWD, T_PEND };
 #define K_TOMB KT(T_TOMB)
 #define K_CLOSED_E KT(T_CLOSED_E)
 #define K_CLOSED_T KT(T_CLOSED_T)
-#define K_FWD(j) (KT(T_FWD) | (j))
+/* FWD(j): moved to slot j of the next table; FWDH(h, j): of the table h tables on (a table
+ * rescued while the one before it still migrated: see "Rescue"). j takes the low 40 bits. */
+#define FWD_J ((1ull << 40) - 1)
+#define MAX_HOPS 16u
+#define K_FWDH(h, j) (KT(T_FWD) | ((uint64_t)((h) - 1) << 40) | (j))
+#define K_FWD(j) K_FWDH(1, j)
 #define K_PEND(i) (KT(T_PEND) | (i))
 static inline bool is_key(uint64_t x) { return x - 1 < RSV - 1; } /* a caller's key */
 static inline bool is_fwd(uint64_t x) { return (x >> 44) == (KT(T_FWD) >> 44); }
@@ -203,6 +220,12 @@ static inline uint64_t home(uint64_t k, uint64_t cap)
     return h >= cap ? h - cap : h;
 }
 static inline gen_t *ld_next(const gen_t *g) { return __atomic_load_n(&g->next, __ATOMIC_ACQUIRE); }
+/* The table a FWD in g names (x: the FWD's key half). */
+static inline gen_t *fwd_table(const gen_t *g, uint64_t x)
+{
+    for (uint64_t h = ((x >> 40) & (MAX_HOPS - 1)) + 1; h && g; h--) g = ld_next(g);
+    return (gen_t *)g;
+}
 
 static gen_t *g_root;
 /* Retired tables waiting for their grace period: {gen, retire epoch} pairs, taken out one at a time
@@ -223,6 +246,7 @@ static uint64_t g_ids;
 static uint64_t g_mapped, g_slots, g_gens; /* for stats */
 static uint64_t g_closing_passes, g_reading_passes, g_alone_passes;
 static uint64_t g_maps, g_unmaps; /* mmap and munmap calls (stats) */
+static uint64_t g_rescues;        /* tables rescued (stats) */
 /* The floor: a live count that came back soon after a shrink (a regrowth, start_migration), below
  * which no shrink sizes the table until FLOOR_HOLD_NS passed without the live count reaching half
  * of it (g_floor_ns: when it last did). g_shrunk_*: the peak of the last table shrunk, and when. */
@@ -366,6 +390,26 @@ static int64_t live_sum(void)
     return s;
 }
 
+/* live_sum for a migration's size. A reader preempted in the middle of the sum reads the threads
+ * that come after it later, and where keys cross threads (one thread inserts, another frees) the
+ * sum is then off by what they did meanwhile: threads_stress under load once sized a target for
+ * 12,576 keys while 25,800 were live. A sum that took longer than any unpreempted one could is
+ * read again (a few times at most: a target too small is still safe, see "Rescue"). */
+static int64_t live_sum_settled(void)
+{
+    int64_t s = 0;
+    for (int i = 0; i < 4; i++) {
+        struct timespec a, b;
+        int e = errno;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        s = live_sum();
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        errno = e;
+        if ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < 50000) break;
+    }
+    return s;
+}
+
 /* ------------------------------------------------------------------ table memory */
 /* A spare of a bytes (or slots) serves a table that wants b: from 1/16 less to half as much again.
  * The live count a migration sizes for is never quite the same twice (handoff_server: tables of
@@ -379,6 +423,7 @@ static inline bool near_size(uint64_t a, uint64_t b)
 
 static gen_t *gen_new(uint64_t want_slots)
 {
+    if (want_slots > FWD_J / 2) return NULL; /* FWD's slot index */
     uint64_t bytes = (HDR + (want_slots + bits_slots(want_slots)) * sizeof(slot_t) + 4095) & ~4095ull;
     if (bytes < MIN_MAP) bytes = MIN_MAP;
     /* Churn of fresh addresses migrates a small table every few thousand inserts just to drop
@@ -530,13 +575,19 @@ static OT_NOINLINE void reclaim(void)
 /* g is fully migrated: make its target the root and queue g for unmapping. */
 static void advance_root(gen_t *g)
 {
-    gen_t *exp = g, *n = ld_next(g);
-    if (!__atomic_compare_exchange_n(&g_root, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return;
-    set_prefetch(n);
-    g->retire_epoch = __atomic_fetch_add(&g_epoch, 1, __ATOMIC_SEQ_CST);
-    __atomic_fetch_add(&g_pending, 1, __ATOMIC_RELAXED);
-    limbo_push(g);
-    ts.retired = true;
+    for (;;) {
+        gen_t *exp = g, *n = ld_next(g);
+        if (!__atomic_compare_exchange_n(&g_root, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return;
+        set_prefetch(n);
+        g->retire_epoch = __atomic_fetch_add(&g_epoch, 1, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&g_pending, 1, __ATOMIC_RELAXED);
+        limbo_push(g);
+        ts.retired = true;
+        /* A rescued n may have finished its own migration while g was the root: its last chunk's
+         * advance found g there. Seq_cst against that chunk's count and failed CAS. */
+        if (!ld_next(n) || __atomic_load_n(&n->done, __ATOMIC_SEQ_CST) != n->nchunks) return;
+        g = n;
+    }
 }
 
 /* A pass over chunk c found every slot final: the first to say so counts it. */
@@ -544,7 +595,7 @@ static void chunk_done(gen_t *g, uint64_t c)
 {
     uint64_t bit = 1ull << (c % 64);
     if (chunk_is_done(g, c) || (__atomic_fetch_or(chunk_word(g, c), bit, __ATOMIC_ACQ_REL) & bit)) return;
-    if (__atomic_add_fetch(&g->done, 1, __ATOMIC_ACQ_REL) == g->nchunks) advance_root(g);
+    if (__atomic_add_fetch(&g->done, 1, __ATOMIC_SEQ_CST) == g->nchunks) advance_root(g);
 }
 
 /* Can no insert land in g any more? True once every thread inside an operation announced an epoch
@@ -565,8 +616,8 @@ static bool grace_passed(gen_t *g)
 static void finish_fwd(gen_t *g, uint64_t i)
 {
     slot_t *s = &slots(g)[i];
-    uint64_t j = ldkey(s) & PAYLOAD, k = ldval(s); /* FWD is final: both halves are stable */
-    slot_t *t = &slots(ld_next(g))[j];
+    uint64_t x = ldkey(s), k = ldval(s); /* FWD is final: both halves are stable */
+    slot_t *t = &slots(fwd_table(g, x))[x & FWD_J];
     /* PEND(i) at j can only be the winner's placement (PEND is only written into EMPTY slots),
      * so if we still see it, step 4 is not done; if the CAS fails, someone else did it. Its value
      * was stored before the FWD we saw and nobody changes it: the key alone is swapped. */
@@ -599,8 +650,22 @@ static int place(gen_t *n, uint64_t k, uint64_t i, uint64_t v, uint64_t *at)
     return PLACE_FULL;
 }
 
+/* Where g's keys go: its target n, or where n was rescued the newest table after it (*hops tables
+ * on from g). Seq_cst: against the rescue's grace period, as an insert's load of next is. NULL
+ * past MAX_HOPS. */
+static gen_t *place_target(gen_t *n, unsigned *hops)
+{
+    gen_t *x;
+    *hops = 1;
+    while ((x = __atomic_load_n(&n->next, __ATOMIC_SEQ_CST)) != NULL) {
+        n = x;
+        if (++*hops > MAX_HOPS) return NULL;
+    }
+    return n;
+}
+
 /* Brings old[i] to a final state (close: EMPTY and TOMB slots need closing, see grace_passed).
- * False if the target is full. */
+ * False if the target is full. placed counts keys placed in n itself. */
 static bool migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed, bool close)
 {
     slot_t *s = &slots(g)[i];
@@ -621,18 +686,22 @@ static bool migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed, bool 
             continue;
         }
         uint64_t j;
-        int r = place(n, x, i, v, &j);
+        unsigned hops;
+        gen_t *t = place_target(n, &hops);
+        if (!t) return false;
+        int r = place(t, x, i, v, &j);
         if (r == PLACE_FULL) return false;
         if (r == PLACE_STALE) continue;
-        ++*placed;
-        if (cas16(s, x, v, K_FWD(j), x)) {
+        if (t == n) ++*placed;
+        else __atomic_fetch_add(&t->used, 1, __ATOMIC_RELAXED);
+        if (cas16(s, x, v, K_FWDH(hops, j), x)) {
             /* If this fails, someone who saw the FWD did it. */
-            cas_key(&slots(n)[j], K_PEND(i), x);
+            cas_key(&slots(t)[j], K_PEND(i), x);
             return true;
         }
         /* Lost: the owner changed (k, v) or another helper moved it. Our PEND is ours alone; if
-         * this CAS fails, n's own migration already closed it. */
-        cas16(&slots(n)[j], K_PEND(i), v, K_TOMB, 0);
+         * this CAS fails, t's own migration already closed it. */
+        cas16(&slots(t)[j], K_PEND(i), v, K_TOMB, 0);
     }
 }
 
@@ -641,6 +710,7 @@ static bool migrate_slot(gen_t *g, gen_t *n, uint64_t i, uint64_t *placed, bool 
 extern char __libc_single_threaded __attribute__((weak));
 #ifdef OT_TABLE_TEST_HOOKS
 int ot_table_test_never_alone;
+int64_t ot_table_test_live_error;
 uint64_t ot_table_test_mask_ns;
 void (*ot_table_test_alone_store)(uint64_t slot, uint64_t cap);
 #define ALONE_STORE_HOOK(p, cap)                                                                   \
@@ -773,7 +843,7 @@ static bool migrate_chunks(gen_t *g, gen_t *n, uint64_t c0, uint64_t cnt)
      * CAS way (29,000 chunks). writes100 is the slots written times 100 * g->cap, to stay in
      * integers. */
     uint64_t writes100 = (close ? CHUNK * 100 * g->cap : CHUNK * FILL_PCT * n->cap) * cnt;
-    bool alone = one_thread() && (u128)writes100 * ALONE_SAVES_NS > (u128)mask_ns() * 100 * g->cap &&
+    bool alone = one_thread() && !ld_next(n) && (u128)writes100 * ALONE_SAVES_NS > (u128)mask_ns() * 100 * g->cap &&
                  alone_begin(&mask);
     __atomic_fetch_add(close ? &g_closing_passes : &g_reading_passes, 1, __ATOMIC_RELAXED);
     if (alone) __atomic_fetch_add(&g_alone_passes, 1, __ATOMIC_RELAXED);
@@ -813,6 +883,17 @@ static OT_NOINLINE void help_migration(gen_t *g, gen_t *n)
     if (__atomic_load_n(&g->done, __ATOMIC_ACQUIRE) < g->nchunks) {
         uint64_t c = __atomic_fetch_add(&g->tail, 1, __ATOMIC_RELAXED) % g->nchunks;
         if (!chunk_is_done(g, c)) migrate_chunk(g, n, c);
+    }
+}
+
+/* A unit of work in the migration of a rescued table after the root (the first whose grace
+ * period has passed: before it, keys of the table before it may still be on their way in). */
+static OT_NOINLINE void help_chain(gen_t *t)
+{
+    for (gen_t *nx; (nx = ld_next(t)) != NULL; t = nx) {
+        if (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE) == t->nchunks) continue;
+        if (grace_passed(t)) help_migration(t, nx);
+        return;
     }
 }
 
@@ -887,16 +968,54 @@ static uint64_t migration_size(gen_t *g, uint64_t live)
     return want;
 }
 
+/* Keys in g's slots (a scan: for a rescue only). */
+static uint64_t count_keys(const gen_t *g)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < g->cap; i++) n += is_key(ldkey(&slots(g)[i]));
+    return n;
+}
+
+/* g, the newest table, is full (or past grow_at) while the tables before it still migrate into
+ * it: give it a target of its own now (see "Rescue" above), sized for every key the chain holds
+ * as counted, and a quarter more. Its own migration waits for the grace period that starts here. */
+static OT_NOINLINE void rescue(gen_t *g)
+{
+    uint64_t keys = 0, hops = 0;
+    for (gen_t *t = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE); t; t = ld_next(t), hops++) keys += count_keys(t);
+    if (hops > MAX_HOPS) return;
+    uint64_t want = (keys + keys / 4 + 64) * 100 / FILL_PCT;
+    gen_t *n = gen_new(want), *exp = NULL;
+    if (!n) return;
+    __atomic_store_n(&n->peak, keys, __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+        gen_free(n, true);
+        return;
+    }
+    __atomic_fetch_add(&g_rescues, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&g->grace_epoch, __atomic_add_fetch(&g_epoch, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELEASE);
+}
+
 static void start_migration_as(gen_t *g)
 {
     for (;;) {
         gen_t *r = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
         if (r != g) {
-            if (ld_next(r) != g || !sweep(r)) return; /* g is retired, or stuck behind a full table */
-            continue;
+            if (ld_next(g)) return; /* rescued already */
+            gen_t *p = r;
+            while (p && ld_next(p) != g) p = ld_next(p);
+            if (!p) return; /* g is retired */
+            /* Usually the root's migration into g is nearly done: finish it, then migrate g. A
+             * sweep that fails met g full; a table further down the chain is rescued too. */
+            if (p == r && sweep(r)) continue;
+            rescue(g);
+            return;
         }
         if (ld_next(g)) return;
-        int64_t live = live_sum();
+        int64_t live = live_sum_settled();
+#ifdef OT_TABLE_TEST_HOOKS
+        live += ot_table_test_live_error;
+#endif
         gen_t *n = gen_new(migration_size(g, live > 0 ? (uint64_t)live : 0));
         if (!n) return;
         __atomic_store_n(&n->peak, live > 0 ? (uint64_t)live : 0, __ATOMIC_RELAXED);
@@ -966,6 +1085,7 @@ static inline bool op_enter(op_t *op, int mode)
         gen_t *n = ld_next(g);
         if (OT_UNLIKELY(n != NULL)) {
             help_migration(g, n);
+            if (OT_UNLIKELY(ld_next(n) != NULL)) help_chain(n);
             g = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE);
         }
     }
@@ -1011,7 +1131,7 @@ static inline int find(const gen_t *g, uint64_t k, uint64_t *at)
 static gen_t *follow(gen_t *g, uint64_t i)
 {
     finish_fwd(g, i);
-    return ld_next(g);
+    return fwd_table(g, ldkey(&slots(g)[i]));
 }
 
 /* Value of k for a reader that may not own k (walk, lookup): the pair is read in one piece. */
@@ -1223,29 +1343,30 @@ bool ot_table_lookup(uint64_t key, uint64_t *val_out)
     return ok;
 }
 
-/* Walks the root, then (if a migration was running at the start) its target. Keys moved during the
- * walk are reported once: from the root as themselves or through their FWD, and skipped in the
- * target when the root holds their FWD. Keys inserted or removed during the walk may be missed. */
+/* Walks the root, then (if a migration was running at the start) its target, and any table after
+ * it. Keys moved during the walk are reported once: from the oldest table that held them, as
+ * themselves or through their FWD, and skipped in later tables where an older one holds their FWD. Keys inserted or removed during the walk may be missed. */
 void ot_table_walk(ot_table_visit_fn fn, void *ctx)
 {
     op_t op;
     if (!op_enter(&op, OP_READ)) return;
-    gen_t *t = op.root, *n0 = t ? ld_next(t) : NULL;
-    for (uint64_t i = 0; t && i < t->cap; i++) {
-        uint64_t x, v;
-        if (ldkey(&slots(t)[i]) == K_EMPTY) continue;
-        read16(&slots(t)[i], &x, &v);
-        if (is_key(x)) fn(x, v, ctx);
-        else if (is_fwd(x) && get(follow(t, i), v, &x)) fn(v, x, ctx);
-    }
-    for (uint64_t i = 0; n0 && i < n0->cap; i++) {
-        uint64_t x, v, k;
-        if (ldkey(&slots(n0)[i]) == K_EMPTY) continue;
-        read16(&slots(n0)[i], &x, &v);
-        k = is_key(x) ? x : is_fwd(x) ? v : 0;
-        if (!k || has_fwd(t, k)) continue;
-        if (is_key(x)) fn(k, v, ctx);
-        else if (get(follow(n0, i), k, &v)) fn(k, v, ctx);
+    gen_t *ch[MAX_HOPS + 2];
+    unsigned nch = 0;
+    for (gen_t *t = op.root; t && nch < MAX_HOPS + 2; t = ld_next(t)) ch[nch++] = t;
+    for (unsigned c = 0; c < nch; c++) {
+        gen_t *t = ch[c];
+        for (uint64_t i = 0; i < t->cap; i++) {
+            uint64_t x, v, k;
+            if (ldkey(&slots(t)[i]) == K_EMPTY) continue;
+            read16(&slots(t)[i], &x, &v);
+            k = is_key(x) ? x : is_fwd(x) ? v : 0;
+            if (!k) continue;
+            bool seen = false; /* reported from an older table, as itself or through its FWD */
+            for (unsigned m = 0; m < c && !seen; m++) seen = has_fwd(ch[m], k);
+            if (seen) continue;
+            if (is_key(x)) fn(k, v, ctx);
+            else if (get(follow(t, i), k, &v)) fn(k, v, ctx);
+        }
     }
     op_exit(&op);
 }
@@ -1265,6 +1386,7 @@ void ot_table_stats(ot_table_stats_t *st)
     st->maps = __atomic_load_n(&g_maps, __ATOMIC_RELAXED);
     st->unmaps = __atomic_load_n(&g_unmaps, __ATOMIC_RELAXED);
     st->floor = __atomic_load_n(&g_floor, __ATOMIC_RELAXED);
+    st->rescues = __atomic_load_n(&g_rescues, __ATOMIC_RELAXED);
 }
 
 /* Unit tests only, with no other thread inside the table. Record chunks are kept (threads keep
