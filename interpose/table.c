@@ -653,11 +653,11 @@ static int place(gen_t *n, uint64_t k, uint64_t i, uint64_t v, uint64_t *at)
 /* Where g's keys go: its target n, or where n was rescued the newest table after it (*hops tables
  * on from g). Seq_cst: against the rescue's grace period, as an insert's load of next is. NULL
  * past MAX_HOPS. */
-static gen_t *place_target(gen_t *n, unsigned *hops)
+static inline gen_t *place_target(gen_t *n, unsigned *hops)
 {
     gen_t *x;
     *hops = 1;
-    while ((x = __atomic_load_n(&n->next, __ATOMIC_SEQ_CST)) != NULL) {
+    while (OT_UNLIKELY((x = __atomic_load_n(&n->next, __ATOMIC_SEQ_CST)) != NULL)) {
         n = x;
         if (++*hops > MAX_HOPS) return NULL;
     }
@@ -1359,6 +1359,10 @@ void ot_table_walk(ot_table_visit_fn fn, void *ctx)
             uint64_t x, v, k;
             if (ldkey(&slots(t)[i]) == K_EMPTY) continue;
             read16(&slots(t)[i], &x, &v);
+            if (OT_LIKELY(c == 0) && is_key(x)) {
+                fn(x, v, ctx);
+                continue;
+            }
             k = is_key(x) ? x : is_fwd(x) ? v : 0;
             if (!k) continue;
             bool seen = false; /* reported from an older table, as itself or through its FWD */
