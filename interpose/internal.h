@@ -312,6 +312,10 @@ typedef struct {
     char file[256];      /* "" if unknown (ot_symbolize_line fills it) */
     int line;            /* 0 if unknown */
     bool module_file;    /* module is a file whose build is the one loaded: its DWARF may be read */
+    /* Why file and line are unknown where they were looked for (a static string; NULL: found, or
+     * not looked for): "libdw_unavailable", "module_not_file", "module_unreadable", "no_line_info",
+     * "runtime_not_looked_up", "symbolizer_busy". */
+    const char *line_note;
 } ot_frame_t;
 void ot_symbolize_begin(void);  /* refresh the module map (once per report) */
 void ot_symbolize(uintptr_t ip, ot_frame_t *out);

@@ -38,7 +38,10 @@ const ot_frame_t *ot_report_frame(uintptr_t ret_addr)
     ot_symbolize(ret_addr > 0 ? ret_addr - 1 : ret_addr, &frame_tmp);
     /* Not in the C and C++ runtimes and the loader: not the program's code, and their separate
      * debug files (libc6-dbg) are large and compressed, ~80 ms a process to read. */
-    if (frame_lines && !ot_report_runtime_module(frame_tmp.module)) ot_symbolize_line(&frame_tmp);
+    if (frame_lines) {
+        if (ot_report_runtime_module(frame_tmp.module)) frame_tmp.line_note = "runtime_not_looked_up";
+        else ot_symbolize_line(&frame_tmp);
+    }
     return &frame_tmp;
 }
 
@@ -79,6 +82,10 @@ void ot_report_json_stack(ot_buf_t *b, const uintptr_t *ips, unsigned depth)
         ot_buf_puts(b, ",\"line\":");
         if (fr->line > 0) ot_buf_i64(b, fr->line);
         else ot_buf_puts(b, "null");
+        if (!fr->file[0] && fr->line_note) {
+            ot_buf_puts(b, ",\"line_note\":");
+            ot_buf_json_str(b, fr->line_note);
+        }
         ot_buf_putc(b, '}');
     }
     ot_buf_putc(b, ']');

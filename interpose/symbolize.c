@@ -1882,6 +1882,7 @@ void ot_symbolize(uintptr_t ip, ot_frame_t *out)
     out->file[0] = 0;
     out->line = 0;
     out->module_file = false;
+    out->line_note = NULL;
     if (!sy_lock()) {
         errno = saved;
         return;

@@ -172,11 +172,23 @@ static Dwfl_Module *module_for(const char *path, uintptr_t bias)
 
 bool ot_symbolize_line(ot_frame_t *fr)
 {
-    if (dw_state < 0 || !dw_lib[0] || !fr->module_file || !fr->module || fr->module[0] != '/') return false;
-    if (__atomic_exchange_n(&dw_busy, 1, __ATOMIC_ACQUIRE)) return false;
+    if (dw_state < 0 || !dw_lib[0]) {
+        fr->line_note = "libdw_unavailable";
+        return false;
+    }
+    if (!fr->module_file || !fr->module || fr->module[0] != '/') {
+        fr->line_note = "module_not_file";
+        return false;
+    }
+    if (__atomic_exchange_n(&dw_busy, 1, __ATOMIC_ACQUIRE)) {
+        fr->line_note = "symbolizer_busy";
+        return false;
+    }
     int saved = errno;
     bool found = false;
-    Dwfl_Module *m = load() ? module_for(fr->module, fr->ip - fr->offset) : NULL;
+    bool loaded = load();
+    Dwfl_Module *m = loaded ? module_for(fr->module, fr->ip - fr->offset) : NULL;
+    fr->line_note = !loaded ? "libdw_unavailable" : !m ? "module_unreadable" : "no_line_info";
     int line = 0;
     const char *file = NULL;
     if (m) {
@@ -194,6 +206,7 @@ bool ot_symbolize_line(ot_frame_t *fr)
     if (file && file[0] && line > 0) {
         ot_strlcpy(fr->file, file, sizeof fr->file);
         fr->line = line;
+        fr->line_note = NULL;
         found = true;
     }
     __atomic_store_n(&dw_busy, 0, __ATOMIC_RELEASE);

@@ -80,6 +80,19 @@ for l in r["leaks"]:
 print("absent")
 EOF
 }
+# line_note DIR FUNC: why FUNC's frame has no file and line ("-" where the frame has none to give)
+line_note() {
+    python3 - "$(leak_report "$1")" "$2" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for l in r["leaks"]:
+    for fr in l["stack"]:
+        if fr.get("function") == sys.argv[2]:
+            print(fr.get("line_note") or "-")
+            sys.exit(0)
+print("absent")
+EOF
+}
 mark=$(grep -n "leak_check.sh: the lost site's line" "$OT_ROOT/tests/targets/leaky.c" | cut -d: -f1)
 if ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 '; then
     d=$(newdir leak_file_line); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$T" lost
@@ -89,6 +102,18 @@ if ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 '; then
     # The C library's frames are left without (libc6-dbg's compressed DWARF: ~80 ms a process).
     got=$(frame "$d" __libc_start_main)
     check leak_file_line_not_libc test "$got" = none:None -o "$got" = absent
+    got=$(line_note "$d" __libc_start_main)
+    check leak_line_note_runtime test "$got" = runtime_not_looked_up -o "$got" = absent
+    check_report leak_line_note_none_where_found "$d" test "$(line_note "$d" mk_lost)" = -
+    # A build without -g (the same name, for leak_report): its frames say so.
+    mkdir -p "$OT_TMP/nodebug"
+    if ${CC:-cc} -std=gnu11 -D_GNU_SOURCE -O1 -I"$OT_ROOT/include" "$OT_ROOT/tests/targets/leaky.c" \
+        -o "$OT_TMP/nodebug/leaky" -lpthread -ldl 2>"$OT_TMP/nodebug/cc.txt"; then
+        d=$(newdir leak_line_note_nodebug); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$OT_TMP/nodebug/leaky" lost
+        check_report leak_line_note_no_line_info "$d" test "$(line_note "$d" mk_lost)" = no_line_info
+    else
+        skip leak_line_note_no_line_info "cannot build leaky.c without -g: $(head -c 200 "$OT_TMP/nodebug/cc.txt")"
+    fi
     check leak_file_line_no_note bash -c "! grep -q 'note: no file:line' '$d/log.txt'"
     # Suppressions match the file as well (as LSan's do).
     printf 'leak:targets/leaky.c\n' >"$OT_TMP/file.supp"
@@ -101,6 +126,7 @@ d=$(newdir leak_no_libdw); OOMTRACE_OPTIONS_EXTRA="leak_check=1:libdw=$OT_TMP/no
 check leak_no_libdw_status test "$RC" -eq 23
 check_report leak_no_libdw_lost "$d" test "$(state "$d" mk_lost)" = lost
 check_report leak_no_libdw_no_line "$d" test "$(frame "$d" mk_lost)" = none:None
+check_report leak_no_libdw_line_note "$d" test "$(line_note "$d" mk_lost)" = libdw_unavailable
 check leak_no_libdw_says_why grep -q "note: no file:line: cannot load elfutils' libdw (Debian package libdw1): $OT_TMP/no/libdw.so.1" "$d/log.txt"
 d=$(newdir leak_libdw_none); OOMTRACE_OPTIONS_EXTRA="leak_check=1:libdw=none" run_preloaded "$d" "$T" lost
 check_report leak_libdw_none_no_line "$d" test "$(frame "$d" mk_lost)" = none:None
