@@ -66,33 +66,25 @@ leak leak_own_mmap_region mmap mk_mmap reachable
 
 # File and line from DWARF (elfutils' libdw, dlopen'ed at report time): leaky is built with -g, and
 # the lost site's first frame is mk_lost's malloc call, on the line its source marks.
-# frame DIR FUNC: "file:line" of FUNC's frame in a listed site's stack, "none:None" where it has
-# none, "absent" where no frame is FUNC's
+# frame DIR FUNC [note]: "file:line" of FUNC's frame in a listed site's stack, "none:None" where it
+# has none, "absent" where no frame is FUNC's; with "note", the frame's line_note instead ("-" where
+# it has none: file and line were found, or not looked for)
 frame() {
-    python3 - "$(leak_report "$1")" "$2" <<'EOF'
+    python3 - "$(leak_report "$1")" "$2" "${3:-}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for l in r["leaks"]:
     for fr in l["stack"]:
         if fr.get("function") == sys.argv[2]:
-            print("%s:%s" % (fr["file"] or "none", fr["line"]))
+            if sys.argv[3] == "note":
+                print(fr.get("line_note") or "-")
+            else:
+                print("%s:%s" % (fr["file"] or "none", fr["line"]))
             sys.exit(0)
 print("absent")
 EOF
 }
-# line_note DIR FUNC: why FUNC's frame has no file and line ("-" where the frame has none to give)
-line_note() {
-    python3 - "$(leak_report "$1")" "$2" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-for l in r["leaks"]:
-    for fr in l["stack"]:
-        if fr.get("function") == sys.argv[2]:
-            print(fr.get("line_note") or "-")
-            sys.exit(0)
-print("absent")
-EOF
-}
+line_note() { frame "$1" "$2" note; }
 mark=$(grep -n "leak_check.sh: the lost site's line" "$OT_ROOT/tests/targets/leaky.c" | cut -d: -f1)
 if ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 '; then
     d=$(newdir leak_file_line); OOMTRACE_OPTIONS_EXTRA="leak_check=1" run_preloaded "$d" "$T" lost
