@@ -51,6 +51,12 @@
  * PEND for a loser's. After it, nothing new lands in n, so n's EMPTY and TOMB slots are final and
  * its passes never close. Whichever of the two migrations ends last makes n2 the root
  * (advance_root). A full n2 is rescued the same way, up to MAX_HOPS tables.
+ * Not yet bounded: n is rescued only once it is full (an insert found no slot, or a sweep none),
+ * and until n has migrated, a search there for a key it does not hold reads all of it. An
+ * operation older than the rescue that stays in flight (a walk from a signal handler inside a
+ * writer's operation) holds n's migration back, and a walk then costs one such search per key of
+ * the tables after n (test_table with every target sized too small and walks in signal handlers:
+ * seconds a walk). A bound on how far a key can lie from its home, kept per table, would end it.
  *
  * Alone. While glibc says the process has one thread (__libc_single_threaded), a migration pass
  * blocks every signal for its chunk and moves each key with plain stores, new[j] = (k, v) and then
