@@ -396,6 +396,16 @@ static int64_t live_sum(void)
     return s;
 }
 
+/* The clock c in ns (0 where it fails), errno kept. */
+static uint64_t clock_ns(clockid_t c)
+{
+    struct timespec t;
+    int e = errno;
+    if (clock_gettime(c, &t) != 0) t.tv_sec = t.tv_nsec = 0;
+    errno = e;
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* live_sum for a migration's size. A reader preempted in the middle of the sum reads the threads
  * that come after it later, and where keys cross threads (one thread inserts, another frees) the
  * sum is then off by what they did meanwhile: threads_stress under load once sized a target for
@@ -405,13 +415,9 @@ static int64_t live_sum_settled(void)
 {
     int64_t s = 0;
     for (int i = 0; i < 4; i++) {
-        struct timespec a, b;
-        int e = errno;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint64_t a = clock_ns(CLOCK_MONOTONIC);
         s = live_sum();
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        errno = e;
-        if ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < 50000) break;
+        if (clock_ns(CLOCK_MONOTONIC) - a < 50000) break;
     }
     return s;
 }
@@ -786,13 +792,10 @@ static uint64_t mask_ns(void)
     if (OT_LIKELY(best != 0)) return best;
     best = UINT64_MAX / 4;
     for (int i = 0; i < 3; i++) {
-        uint64_t old;
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint64_t old, a = clock_ns(CLOCK_MONOTONIC);
         if (!mask_all(&old)) break;
         mask_restore(&old);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        uint64_t t = (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec)) + 1;
+        uint64_t t = clock_ns(CLOCK_MONOTONIC) - a + 1;
         if (t < best) best = t;
     }
     __atomic_store_n(&g_mask_ns, best, __ATOMIC_RELAXED);
@@ -915,14 +918,7 @@ static bool sweep(gen_t *g)
     return true;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    int e = errno;
-    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &t) != 0) t.tv_sec = t.tv_nsec = 0;
-    errno = e;
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 
 /* The floor in force at now (0: none), refreshed where live came within half of it. */
 static uint64_t floor_at(uint64_t now, uint64_t live)
@@ -974,6 +970,19 @@ static uint64_t migration_size(gen_t *g, uint64_t live)
     return want;
 }
 
+/* Make n g's target, unless another thread made one first (n is then freed: nobody saw it).
+ * Threads that announce the epoch bumped here or a later one see g->next (grace_passed). */
+static bool publish_next(gen_t *g, gen_t *n)
+{
+    gen_t *exp = NULL;
+    if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+        gen_free(n, true);
+        return false;
+    }
+    __atomic_store_n(&g->grace_epoch, __atomic_add_fetch(&g_epoch, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELEASE);
+    return true;
+}
+
 /* Keys in g's slots (a scan: for a rescue only). */
 static uint64_t count_keys(const gen_t *g)
 {
@@ -991,15 +1000,10 @@ static OT_NOINLINE void rescue(gen_t *g)
     for (gen_t *t = __atomic_load_n(&g_root, __ATOMIC_ACQUIRE); t; t = ld_next(t), hops++) keys += count_keys(t);
     if (hops > MAX_HOPS) return;
     uint64_t want = (keys + keys / 4 + 64) * 100 / FILL_PCT;
-    gen_t *n = gen_new(want), *exp = NULL;
+    gen_t *n = gen_new(want);
     if (!n) return;
     __atomic_store_n(&n->peak, keys, __ATOMIC_RELAXED);
-    if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-        gen_free(n, true);
-        return;
-    }
-    __atomic_fetch_add(&g_rescues, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&g->grace_epoch, __atomic_add_fetch(&g_epoch, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELEASE);
+    if (publish_next(g, n)) __atomic_fetch_add(&g_rescues, 1, __ATOMIC_RELAXED);
 }
 
 static void start_migration_as(gen_t *g)
@@ -1025,13 +1029,7 @@ static void start_migration_as(gen_t *g)
         gen_t *n = gen_new(migration_size(g, live > 0 ? (uint64_t)live : 0));
         if (!n) return;
         __atomic_store_n(&n->peak, live > 0 ? (uint64_t)live : 0, __ATOMIC_RELAXED);
-        gen_t *exp = NULL;
-        if (!__atomic_compare_exchange_n(&g->next, &exp, n, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-            gen_free(n, true); /* another thread started it first; ours was never visible */
-            return;
-        }
-        /* Threads that announce this epoch or a later one see g->next (grace_passed). */
-        __atomic_store_n(&g->grace_epoch, __atomic_add_fetch(&g_epoch, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELEASE);
+        publish_next(g, n);
         return;
     }
 }
@@ -1351,7 +1349,8 @@ bool ot_table_lookup(uint64_t key, uint64_t *val_out)
 
 /* Walks the root, then (if a migration was running at the start) its target, and any table after
  * it. Keys moved during the walk are reported once: from the oldest table that held them, as
- * themselves or through their FWD, and skipped in later tables where an older one holds their FWD. Keys inserted or removed during the walk may be missed. */
+ * themselves or through their FWD, and skipped in later tables where an older one holds their
+ * FWD. Keys inserted or removed during the walk may be missed. */
 void ot_table_walk(ot_table_visit_fn fn, void *ctx)
 {
     op_t op;
