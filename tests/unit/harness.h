@@ -22,6 +22,14 @@ static char ot_t_skip_reason_[256];
 #define SKIP(...) do { snprintf(ot_t_skip_reason_, sizeof ot_t_skip_reason_, __VA_ARGS__); ot_t_skipped_ = 1; return; } while (0)
 
 typedef void (*ot_t_fn_)(void);
+/* Is name one of list's comma-separated names? */
+static inline int ot_t_listed_(const char *list, const char *name)
+{
+    size_t l = strlen(name);
+    for (const char *p = list; *p; p += strcspn(p, ","), p += *p == ',')
+        if (strcspn(p, ",") == l && !strncmp(p, name, l)) return 1;
+    return 0;
+}
 static inline int ot_t_run_(const char *names, ot_t_fn_ *fns, int n)
 {
     int bad = 0;
@@ -33,14 +41,9 @@ static inline int ot_t_run_(const char *names, ot_t_fn_ *fns, int n)
     const char *only = getenv("OT_TEST_ONLY");
     for (int i = 0; i < n; i++) {
         const char *nm = tok ? tok : "?";
-        if (only) {
-            size_t l = strlen(nm);
-            const char *p = only;
-            while ((p = strstr(p, nm)) && ((p != only && p[-1] != ',') || (p[l] && p[l] != ','))) p += l;
-            if (!p) {
-                tok = strtok_r(NULL, ", ", &save);
-                continue;
-            }
+        if (only && !ot_t_listed_(only, nm)) {
+            tok = strtok_r(NULL, ", ", &save);
+            continue;
         }
         ot_t_failed_ = ot_t_skipped_ = 0;
         fflush(stdout);
