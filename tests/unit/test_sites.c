@@ -421,9 +421,11 @@ TEST(pending_counts_with_signals)
     static _Alignas(64) char mine[4096];
     memset(mine, 0, sizeof mine);
     ot_sites_attach(mine);
+    /* 20000 wanted; at least 2000 required, so that the check means something wherever it runs:
+     * under TSan with both CPUs busy, a minute brought 13318 (CI once failed on that). */
     long runs = loop_under_signals(20000);
     printf("  %ld handler runs\n", runs);
-    if (!under_valgrind()) EXPECT(runs >= 20000);
+    if (!under_valgrind()) EXPECT(runs >= 2000);
     EXPECT_EQ_U(model_mismatches(), 0);
     ot_sites_attach(NULL);
     EXPECT_EQ_U(model_mismatches(), 0);
@@ -460,7 +462,7 @@ TEST(owner_counts_with_others_and_signals)
     atomic_store(&others_stop, 1);
     for (int i = 0; i < 3; i++) pthread_join(others[i], NULL);
     printf("  %ld handler runs on the owner thread\n", runs);
-    if (!under_valgrind()) EXPECT(runs >= 10000);
+    if (!under_valgrind()) EXPECT(runs >= 1000); /* 10000 wanted: as above, a busy CI brings fewer */
     EXPECT_EQ_U(model_mismatches(), 0);
 }
 
