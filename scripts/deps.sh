@@ -33,6 +33,14 @@ if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 ' && [ "$(id -u)" -eq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libdw1 >/dev/null 2>&1 ||
         echo "oomtrace: libdw1 could not be installed; leak reports will have no file:line" >&2
 fi
+# Optional: Go, for the test that a cgo program's runtime still handles its own signals
+# (tests/e2e/crash_signals.sh, skipped without it, saying why). Never fails the build.
+if ! command -v go >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "oomtrace: installing golang-go (optional: the Go signal test)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null 2>&1; } ||
+        echo "oomtrace: golang-go could not be installed; the Go signal test will be skipped" >&2
+fi
 # The leak check's tests: xmllint validates the JUnit file, strace runs a program under ptrace.
 command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 command -v strace >/dev/null 2>&1 || need+=(strace)

@@ -263,10 +263,58 @@ else
 fi
 
 # ---------------------------------------------------------------- Go
-if command -v go >/dev/null; then
-    skip go_signals "go is installed but this test has no Go program yet"
+# tests/targets/go/gosig.go, built with cgo: linked against libc, so the preload applies. The Go
+# runtime installs its handlers through cgo's libc sigaction (chained behind oomtrace's): its nil
+# dereferences become panics that recover() catches, os/signal gets its signals, and its fatal
+# errors print and exit 2 as without the preload, with no crash report of ours (as for the JVM: the
+# runtime handles the signal; ours cannot know it will not return).
+if command -v go >/dev/null && G=$(newdir go) &&
+    (cd "$G" && GOCACHE="$G/cache" GOPATH="$G/path" GOFLAGS=-buildvcs=false CGO_ENABLED=1 \
+        go build -o "$G/gosig" "$OT_ROOT/tests/targets/go/gosig.go" >"$G/build.txt" 2>&1); then
+    if ! ldd "$G/gosig" 2>/dev/null | grep -q libc.so; then
+        fail go_signals "gosig is not linked against libc (cgo off?): $(ldd "$G/gosig" 2>&1 | head -c 200)"
+    fi
+    for mode in recover notify panic csegv gosegv; do
+        A=$(newdir "go.$mode.plain"); B=$(newdir "go.$mode.pre")
+        plain "$A" "$G/gosig" "$mode"
+        preloaded "$B" "$G/gosig" "$mode"
+        # A fatal error lists every goroutine, and the runtime's own (the finalizer's) are caught in
+        # whatever state the scheduler left them: goroutine 1's trace and the status are compared.
+        for d in "$A" "$B"; do
+            awk '/^goroutine [0-9]+ \[/ { keep = $2 == "1" } keep || /^waitstatus:/' \
+                keep=1 "$d/out.txt" >"$d/go.txt"
+        done
+        if [ -n "$(status_of "$A")" ] &&
+            cmp -s <(sed -E 's/0x[0-9a-f]+/0x?/g' "$A/go.txt") <(sed -E 's/0x[0-9a-f]+/0x?/g' "$B/go.txt"); then
+            pass "go_${mode}_same"
+        else
+            fail "go_${mode}_same" "without: $(tr '\n' '|' <"$A/go.txt" | head -c 400) with: $(tr '\n' '|' <"$B/go.txt" | head -c 400)"
+        fi
+        [ -z "$(crash_report "$B")" ] && pass "go_${mode}_no_crash_report" ||
+            fail "go_${mode}_no_crash_report" "a crash report for the Go runtime's own signal"
+    done
+    grep -q "^recovered 1000 nil dereferences: runtime error: invalid memory address" "$G/../go.recover.pre/out.txt" &&
+        grep -q "^waitstatus: exit 0" "$G/../go.recover.pre/out.txt" && pass go_recover_works ||
+        fail go_recover_works "$(head -c 300 "$G/../go.recover.pre/out.txt")"
+    grep -q "^got user defined signal 2" "$G/../go.notify.pre/out.txt" && pass go_notify_works ||
+        fail go_notify_works "$(head -c 300 "$G/../go.notify.pre/out.txt")"
+    grep -q "^fatal error: unexpected signal during runtime execution" "$G/../go.csegv.pre/out.txt" &&
+        grep -q "^waitstatus: exit 2" "$G/../go.csegv.pre/out.txt" && pass go_csegv_fatal_error ||
+        fail go_csegv_fatal_error "$(head -c 300 "$G/../go.csegv.pre/out.txt")"
+    # oomtrace itself works in the Go program: C's malloc through cgo fails, with a report.
+    B=$(newdir go.cfail)
+    preloaded "$B" "$G/gosig" cfail
+    r=$(ls "$B"/oomtrace.*.json 2>/dev/null | head -n 1)
+    if grep -q "^malloc(2^62) gave NULL: true" "$B/out.txt" && [ -n "$r" ] &&
+        [ "$(json_get "$r" "(r['event'], r['failure']['size'])")" = "('alloc_failure', 4611686018427387904)" ]; then
+        pass go_cgo_failure_report
+    else
+        fail go_cgo_failure_report "report ${r:-none}: $(head -c 300 "$B/out.txt")"
+    fi
+elif command -v go >/dev/null; then
+    fail go_signals "go build failed: $(head -c 300 "$G/build.txt")"
 else
-    skip go_signals "go not installed here (a Go program without cgo installs its handlers with raw rt_sigaction: see README)"
+    skip go_signals "go not installed here (scripts/deps.sh installs golang-go when it can)"
 fi
 
 # ---------------------------------------------------------------- passing a child's death on
