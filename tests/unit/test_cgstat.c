@@ -2,6 +2,7 @@
  * there is one), cgroup.procs with each process's RSS, and the diagnosis that names the neighbour
  * who holds the memory. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -67,14 +68,29 @@ TEST(v2_names_and_kernel_parts)
 /* cgroup.procs: every process with its RSS, this one marked, the largest first. */
 TEST(procs_with_their_rss)
 {
+    int fds[2];
+    ASSERT(pipe(fds) == 0);
     pid_t child = fork();
     if (child == 0) {
         static char hog[64 << 20];
         memset(hog, 1, sizeof hog);
+        if (write(fds[1], "r", 1) != 1) _exit(1);
         pause();
         _exit(0);
     }
-    usleep(300000);
+    close(fds[1]);
+    /* Its byte says the 64 MiB are resident (no sleep a loaded machine can outrun); a child that died
+     * closes the pipe, one that hangs runs out the minute. */
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    char byte;
+    int resident = poll(&pfd, 1, 60000) == 1 && read(fds[0], &byte, 1) == 1;
+    close(fds[0]);
+    if (!resident) {
+        printf("  the child did not say within 60 s that its 64 MiB were resident\n");
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    ASSERT(resident);
     char pids[64];
     snprintf(pids, sizeof pids, "%d\n%d\n999999999\n", (int)getpid(), (int)child);
     reset();
