@@ -77,6 +77,11 @@ const struct ot_killed_sample *ot_sampler_samples(unsigned *n);
 void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
                        const ot_oom_probe_t *before, const ot_oom_probe_t *after, const char *options);
 
+/* After the supervised child exited with `code` (no signal): a state file still there means its exit
+ * path never ran (the exit_group system call straight from a Go runtime). The file goes, with one
+ * line on stderr where a final report or a leak check was asked for (they did not run). */
+void ot_pm_after_exit(pid_t pid, unsigned long long start_time, const char *prog, int code, const char *options);
+
 /* supervise.c tells the post-mortem which signal it last forwarded (Slurm: SIGTERM, then SIGKILL). */
 void ot_pm_note_forwarded(int sig);
 

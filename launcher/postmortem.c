@@ -3,6 +3,7 @@
  * left-over file (`oomtrace postmortem`). Fills the library's ot_report_t from a validated state
  * file and writes it with the library's own writers; never reports on a process that still runs. */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -250,6 +251,30 @@ static void write_report(const char *path, const ot_sf_t *sf, const pm_ctx_t *c,
 }
 
 /* Reads, checks and reports one file; removes it once reported. 0 reported, 1 refused / invalid. */
+/* exe is a Go program: a 64-bit ELF file with the section the Go linker writes (.go.buildinfo). */
+static bool is_go_program(const char *exe)
+{
+    int fd = open(exe, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool go = false;
+    Elf64_Ehdr eh;
+    Elf64_Shdr sh, str;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof sh && eh.e_shnum < 4096 &&
+        eh.e_shstrndx < eh.e_shnum &&
+        pread(fd, &str, sizeof str, (off_t)(eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof sh)) == (ssize_t)sizeof str) {
+        for (unsigned i = 0; i < eh.e_shnum && !go; i++) {
+            char name[16] = {0};
+            if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + (uint64_t)i * sizeof sh)) != (ssize_t)sizeof sh) break;
+            if (sh.sh_name >= str.sh_size) continue;
+            if (pread(fd, name, sizeof name - 1, (off_t)(str.sh_offset + sh.sh_name)) <= 0) continue;
+            go = !strcmp(name, ".go.buildinfo");
+        }
+    }
+    close(fd);
+    return go;
+}
+
 static int report_file(const char *path, pm_ctx_t *c, const char *json_tmpl, bool quiet_if_alive)
 {
     ot_sf_t sf;
@@ -265,7 +290,14 @@ static int report_file(const char *path, pm_ctx_t *c, const char *json_tmpl, boo
                     path, sf.id.pid);
         rc = 1;
     } else {
+        /* Found afterwards, a Go program's file does not tell a death from a normal end: its runtime
+         * exits by the exit_group system call, so no exit path of ours removed the file either way. */
+        const char *why = c->why;
+        if (c->by == OT_KILLED_UNKNOWN && is_go_program(sf.id.exe))
+            c->why = "found afterwards, and it is a Go program: the Go runtime ends a program by the exit_group "
+                     "system call, which leaves this file behind after a normal exit too, so it may not have died";
         write_report(path, &sf, c, json_tmpl);
+        c->why = why;
         if (unlink(path) != 0 && errno != ENOENT)
             fprintf(stderr, "oomtrace: %s: reported, but cannot remove it: %s\n", path, strerror(errno));
     }
@@ -331,6 +363,25 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
         if (ours) report_file(path, &c, c.opt.report, true);
     }
     closedir(d);
+}
+
+void ot_pm_after_exit(pid_t pid, unsigned long long start_time, const char *prog, int code, const char *options)
+{
+    static pm_ctx_t c;
+    parse_options(options, &c);
+    char dir[600], path[1024];
+    state_dir(&c, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s%d-%llu%s", dir, OT_REC_NAME_PREFIX, (int)pid, start_time, OT_REC_NAME_SUFFIX);
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || unlink(path) != 0) return;
+    if (c.opt.leak_check || c.opt.report_at_exit)
+        fprintf(stderr,
+                "oomtrace: %s (pid %d) exited with status %d by the exit_group system call, without libc's exit "
+                "(as the Go runtime ends a program): its %s did not run\n",
+                prog, (int)pid, code,
+                c.opt.leak_check && c.opt.report_at_exit ? "final report and leak check"
+                : c.opt.leak_check                       ? "leak check"
+                                                         : "final report");
 }
 
 static void pm_usage(FILE *out)

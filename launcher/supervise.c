@@ -217,5 +217,6 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
         fflush(NULL);
         ot_die_by(sig);
     }
+    if (WIFEXITED(status)) ot_pm_after_exit(child, start, argv[0], WEXITSTATUS(status), o->options);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

@@ -73,6 +73,41 @@ else
     fail launcher_program_options_untouched "$(show)"
 fi
 
+# ---------------------------------------------------------------- an exit with no exit path
+# A program that ends by the exit_group system call itself (as the Go runtime does) runs no exit
+# handler: asked for a leak check or a final report, the launcher says they did not run (its
+# child's state file, made at start for that, is still there), keeps the status and removes the
+# file, so no later `oomtrace postmortem` takes the exit for a death. A normal exit says nothing.
+for spec in "leak --leak-check:leak check" "final --options=report_at_exit=1:report=none:final report" \
+            "both --leak-check --options=report_at_exit=1:report=none:final report and leak check"; do
+    name=${spec%% *}; rest=${spec#* }; what=${rest##*:}; opts=${rest%:*}
+    S=$(newdir "xg_state_$name")
+    # shellcheck disable=SC2086
+    lrun "xg_$name" --options=state_dir="$S" $opts "$T/exit_code" exit_group
+    msg="exit_code (pid [0-9]*) exited with status 5 by the exit_group system call, without libc's exit .*: its $what did not run\$"
+    if [ "$LRC" -eq 5 ] && grep -qx 'exit_code exit_group: oomtrace loaded' "$D/out" && grep -q "$msg" "$D/err" &&
+        [ -z "$(ls -A "$S")" ]; then
+        pass "launcher_exit_group_$name"
+    else
+        fail "launcher_exit_group_$name" "state dir: $(ls -A "$S" | head -c 100); $(show)"
+    fi
+done
+S=$(newdir xg_state_normal)
+lrun xg_normal --leak-check --options=state_dir="$S" "$T/exit_code" 0
+if [ "$LRC" -eq 0 ] && ! grep -q "exit_group" "$D/err" && grep -q "leak check passed" "$D/err" && [ -z "$(ls -A "$S")" ]; then
+    pass launcher_normal_exit_no_exit_group_note
+else
+    fail launcher_normal_exit_no_exit_group_note "$(show)"
+fi
+# Without a report or check asked for, a small child makes no file, and nothing is said.
+S=$(newdir xg_state_plain)
+lrun xg_plain --options=state_dir="$S" "$T/exit_code" exit_group
+if [ "$LRC" -eq 5 ] && [ ! -s "$D/err" ] && [ -z "$(ls -A "$S")" ]; then
+    pass launcher_exit_group_nothing_asked
+else
+    fail launcher_exit_group_nothing_asked "$(show)"
+fi
+
 # ---------------------------------------------------------------- an existing LD_PRELOAD is kept
 D=$(newdir keep_preload)
 (cd "$D" && LD_PRELOAD=$T/libpreload_hello.so timeout 30 "$L" --log=none "$T/exit_code" 0 >"$D/out" 2>"$D/err")

@@ -1,9 +1,12 @@
 /* e2e target (host_traps.sh, launcher.sh): prints one line on stdout, saying whether oomtrace is
- * loaded, then exits with the status given, or aborts.
- *   exit_code [STATUS|abort] */
+ * loaded, then exits with the status given, or aborts, or ends by the exit_group system call with
+ * status 5 (as the Go runtime ends a program: no exit handler runs).
+ *   exit_code [STATUS|abort|exit_group] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "oomtrace.h"
 
@@ -15,5 +18,6 @@ int main(int argc, char **argv)
     fflush(stdout);
     free(p);
     if (!strcmp(what, "abort")) abort();
+    if (!strcmp(what, "exit_group")) syscall(SYS_exit_group, 5);
     return atoi(what);
 }
