@@ -321,23 +321,25 @@ TEST(this_process_without_malloc)
     munmap(pool, 64 * MiB);
 }
 
-/* The failure report's budget: a million live blocks attributed in well under 100 ms. */
+/* The failure report's budget: a million live blocks attributed in well under 100 ms. The work is
+ * all on this thread (ot_asmap_block only searches the parsed ranges), so its CPU time is measured:
+ * time scheduled out on a loaded machine does not count. */
 TEST(a_million_blocks_quickly)
 {
     threaded_text();
     parse(&as, tlen, 64, false);
     struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     for (uint64_t i = 0; i < 1000000; i++) {
         uint64_t addr = (i % 3 == 0)   ? 0x555501000000 + (i % 100000) * 64
                         : (i % 3 == 1) ? 0x7f0000000000ull + (i % 8) * 64 * MiB + 64
                                        : 0x7f6000000010 + (i % 1000);
         ot_asmap_block(&as, addr, 32);
     }
-    clock_gettime(CLOCK_MONOTONIC, &b);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     ot_asmap_end(&as, 0);
     double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-    printf("  1M blocks attributed in %.1f ms\n", ms);
+    printf("  1M blocks attributed in %.1f ms of CPU time\n", ms);
     EXPECT(ms < 50);
     EXPECT_EQ_U(as.cat[OT_AS_HEAP].live + as.cat[OT_AS_ARENAS].live, 32000000);
 }
