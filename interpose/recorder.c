@@ -151,6 +151,15 @@ static bool lock_wait(void)
 }
 
 /* ------------------------------------------------------------------ identity */
+/* The launcher's supervisor, as OOMTRACE_SUPERVISOR names it; 0: none. */
+static int32_t supervisor_pid(void)
+{
+    const char *sup = ot_getenv("OOMTRACE_SUPERVISOR");
+    int32_t sp = 0;
+    for (; sup && *sup >= '0' && *sup <= '9' && sp < 100000000; sup++) sp = sp * 10 + (*sup - '0');
+    return sp;
+}
+
 /* /proc/self/stat field 22; the comm field (2) may hold spaces and parentheses: count from the
  * last ')'. */
 static uint64_t read_start_time(void)
@@ -196,10 +205,7 @@ static void fill_identity(ot_rec_file_t *h, pid_t pid, uint64_t start, uint32_t 
         while (n > 0 && (bid[n - 1] == '\n' || bid[n - 1] == ' ')) bid[--n] = 0;
         ot_strlcpy(h->boot_id, bid, sizeof h->boot_id);
     }
-    const char *sup = ot_getenv("OOMTRACE_SUPERVISOR");
-    int32_t sp = 0;
-    for (; sup && *sup >= '0' && *sup <= '9' && sp < 100000000; sup++) sp = sp * 10 + (*sup - '0');
-    h->supervisor_pid = sp;
+    h->supervisor_pid = supervisor_pid();
     h->uid = (uint32_t)getuid();
     h->created_realtime_ns = ot_clock_ns(CLOCK_REALTIME);
     h->created_mono_ns = ot_clock_ns(CLOCK_MONOTONIC);
@@ -805,13 +811,11 @@ void ot_recorder_atfork_child(void)
     if (st == RS_LIVE || st == RS_EXEC) atomic_store(&g_state, RS_WAITING);
 }
 
-/* This process's parent is the launcher's supervisor (OOMTRACE_SUPERVISOR names it). */
+/* This process's parent is the launcher's supervisor. */
 static bool supervised_child(void)
 {
-    const char *sup = ot_getenv("OOMTRACE_SUPERVISOR");
-    long sp = 0;
-    for (; sup && *sup >= '0' && *sup <= '9' && sp < 100000000; sup++) sp = sp * 10 + (*sup - '0');
-    return sup && *sup == 0 && sp > 0 && sp == (long)getppid();
+    int32_t sp = supervisor_pid();
+    return sp > 0 && sp == (int32_t)getppid();
 }
 
 void ot_recorder_init(void)
