@@ -82,6 +82,15 @@ static void state_dir(const pm_ctx_t *c, char *out, size_t cap)
     snprintf(out, cap, "%s/oomtrace-%u", base, (unsigned)geteuid());
 }
 
+/* The recorder's directory (in dir) and the state file the process pid, started at start_time, makes
+ * there (in path), as interpose/recorder.c names it. */
+static void child_state_path(const pm_ctx_t *c, pid_t pid, unsigned long long start_time, char *dir, size_t dcap,
+                             char *path, size_t pcap)
+{
+    state_dir(c, dir, dcap);
+    snprintf(path, pcap, "%s/%s%d-%llu%s", dir, OT_REC_NAME_PREFIX, (int)pid, start_time, OT_REC_NAME_SUFFIX);
+}
+
 static void set_identity(int pid, const char *exe, const char *host)
 {
     ot_state.pid = pid;
@@ -340,8 +349,7 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
     char dir[600], path[1024];
     /* state_dir='s %e: the program as named (a script's interpreter would differ: rare in a directory) */
     set_identity(pid, prog, "");
-    state_dir(&c, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%s%d-%llu%s", dir, OT_REC_NAME_PREFIX, (int)pid, start_time, OT_REC_NAME_SUFFIX);
+    child_state_path(&c, pid, start_time, dir, sizeof dir, path, sizeof path);
     struct stat st;
     if (lstat(path, &st) == 0) report_file(path, &c, c.opt.report, false);
     /* Descendants of the child that died with it (a process group killed together, or an OOM kill
@@ -370,8 +378,7 @@ void ot_pm_after_exit(pid_t pid, unsigned long long start_time, const char *prog
     static pm_ctx_t c;
     parse_options(options, &c);
     char dir[600], path[1024];
-    state_dir(&c, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%s%d-%llu%s", dir, OT_REC_NAME_PREFIX, (int)pid, start_time, OT_REC_NAME_SUFFIX);
+    child_state_path(&c, pid, start_time, dir, sizeof dir, path, sizeof path);
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || unlink(path) != 0) return;
     if (c.opt.leak_check || c.opt.report_at_exit)
