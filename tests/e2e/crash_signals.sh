@@ -27,12 +27,14 @@ preloaded() {
         timeout "${OT_TIMEOUT:-60}" "$T/waitstatus" "$@" >"$dir/out.txt" 2>&1 )
 }
 status_of() { grep '^waitstatus:' "$1/out.txt"; }
-# same NAME A B: the two runs printed the same (addresses aside: ASLR) and ended the same way
+# same NAME A B [FILE]: the two runs printed the same (addresses aside: ASLR) and ended the same
+# way; FILE (in each directory, default out.txt) is the part of the output compared
 same() {
-    if [ -n "$(status_of "$2")" ] && cmp -s <(sed -E 's/0x[0-9a-f]+/0x?/g' "$2/out.txt") <(sed -E 's/0x[0-9a-f]+/0x?/g' "$3/out.txt"); then
+    local f=${4:-out.txt}
+    if [ -n "$(status_of "$2")" ] && cmp -s <(sed -E 's/0x[0-9a-f]+/0x?/g' "$2/$f") <(sed -E 's/0x[0-9a-f]+/0x?/g' "$3/$f"); then
         pass "$1"
     else
-        fail "$1" "without: $(tr '\n' '|' <"$2/out.txt" | head -c 400) with: $(tr '\n' '|' <"$3/out.txt" | head -c 400)"
+        fail "$1" "without: $(tr '\n' '|' <"$2/$f" | head -c 400) with: $(tr '\n' '|' <"$3/$f" | head -c 400)"
     fi
 }
 # pair NAME ARGS...: runs `crash ARGS` both ways into $OT_TMP/NAME.{plain,pre}; sets A and B
@@ -130,8 +132,8 @@ same sig_ign_kill_and_exec "$A" "$B"
 # Under the default 8 MiB stack limit: with `ulimit -s unlimited` the main thread's stack grows
 # until the address space is gone, which takes longer than the test's timeout.
 for mode in overflow thread_overflow; do
-    (ulimit -s 8192; pair "$mode" "$mode"; printf '%s\n%s\n' "$A" "$B" >"$OT_TMP/$mode.dirs")
-    { read -r A; read -r B; } <"$OT_TMP/$mode.dirs"
+    (ulimit -s 8192; pair "$mode" "$mode")
+    A=$OT_TMP/$mode.plain B=$OT_TMP/$mode.pre # pair's directories (set in the subshell)
     same "stack_${mode}_status" "$A" "$B"
     crash_field "stack_${mode}_report" "$B" "r['crash']['stack_overflow']" "True"
 done
@@ -287,23 +289,18 @@ if command -v go >/dev/null && G=$(newdir go) &&
             awk '/^goroutine [0-9]+ \[/ { keep = $2 == "1" } keep || /^waitstatus:/' \
                 keep=1 "$d/out.txt" >"$d/go.txt"
         done
-        if [ -n "$(status_of "$A")" ] &&
-            cmp -s <(sed -E 's/0x[0-9a-f]+/0x?/g' "$A/go.txt") <(sed -E 's/0x[0-9a-f]+/0x?/g' "$B/go.txt"); then
-            pass "go_${mode}_same"
-        else
-            fail "go_${mode}_same" "without: $(tr '\n' '|' <"$A/go.txt" | head -c 400) with: $(tr '\n' '|' <"$B/go.txt" | head -c 400)"
-        fi
+        same "go_${mode}_same" "$A" "$B" go.txt
         [ -z "$(crash_report "$B")" ] && pass "go_${mode}_no_crash_report" ||
             fail "go_${mode}_no_crash_report" "a crash report for the Go runtime's own signal"
     done
-    grep -q "^recovered 1000 nil dereferences: runtime error: invalid memory address" "$G/../go.recover.pre/out.txt" &&
-        grep -q "^waitstatus: exit 0" "$G/../go.recover.pre/out.txt" && pass go_recover_works ||
-        fail go_recover_works "$(head -c 300 "$G/../go.recover.pre/out.txt")"
-    grep -q "^got user defined signal 2" "$G/../go.notify.pre/out.txt" && pass go_notify_works ||
-        fail go_notify_works "$(head -c 300 "$G/../go.notify.pre/out.txt")"
-    grep -q "^fatal error: unexpected signal during runtime execution" "$G/../go.csegv.pre/out.txt" &&
-        grep -q "^waitstatus: exit 2" "$G/../go.csegv.pre/out.txt" && pass go_csegv_fatal_error ||
-        fail go_csegv_fatal_error "$(head -c 300 "$G/../go.csegv.pre/out.txt")"
+    grep -q "^recovered 1000 nil dereferences: runtime error: invalid memory address" "$OT_TMP/go.recover.pre/out.txt" &&
+        grep -q "^waitstatus: exit 0" "$OT_TMP/go.recover.pre/out.txt" && pass go_recover_works ||
+        fail go_recover_works "$(head -c 300 "$OT_TMP/go.recover.pre/out.txt")"
+    grep -q "^got user defined signal 2" "$OT_TMP/go.notify.pre/out.txt" && pass go_notify_works ||
+        fail go_notify_works "$(head -c 300 "$OT_TMP/go.notify.pre/out.txt")"
+    grep -q "^fatal error: unexpected signal during runtime execution" "$OT_TMP/go.csegv.pre/out.txt" &&
+        grep -q "^waitstatus: exit 2" "$OT_TMP/go.csegv.pre/out.txt" && pass go_csegv_fatal_error ||
+        fail go_csegv_fatal_error "$(head -c 300 "$OT_TMP/go.csegv.pre/out.txt")"
     # oomtrace itself works in the Go program: C's malloc through cgo fails, with a report.
     B=$(newdir go.cfail)
     preloaded "$B" "$G/gosig" cfail
