@@ -438,7 +438,8 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
 /* The fast paths' fill of a free way, with the ring's entry, for a thread whose nursery has a ring
  * (c->fast_nursery is ot_full_nursery: they leave it to us, so that other threads' mallocs pay
  * nothing for rings). False, having changed nothing, where the set has no free way. */
-static inline bool fill_ringed(thread_counters_t *c, uint64_t key, uint64_t val, uint64_t size)
+static inline __attribute__((always_inline)) bool fill_ringed(thread_counters_t *c, uint64_t key, uint64_t val,
+                                                               uint64_t size)
 {
     nursery_way_t *w = c->fast_nursery == ot_full_nursery ? free_way(c->nursery, key) : NULL;
     if (w == NULL) return false;
@@ -492,6 +493,19 @@ static bool ring_prefetch(thread_counters_t *me, uint32_t where, nursery_t *n, u
     __builtin_prefetch(n->slot[ahead & n->mask], 1, 3);
     me->ring_cur = at + 1;
     return true;
+}
+
+/* A record of key (value val) was just found in nursery n, id where - 1, by thread me. Blocks a
+ * thread frees of another's come in the order they were allocated: the set of one a few frees
+ * ahead, from the owner's ring where it has one, else the next chunk's (as often as not one chunk
+ * follows another), in that nursery is fetched now. */
+static inline void prefetch_after_find(thread_counters_t *me, uint32_t where, nursery_t *n, uint64_t key, uint64_t val)
+{
+    bool ringed = n && n->ring && me && ring_prefetch(me, where, n, key);
+    if (n && !ringed) {
+        uint64_t next = key + ((ot_unpack_size(val) + 8 + 15) & ~15ull);
+        __builtin_prefetch(n->slot[nursery_set(n, next)], 1, 3);
+    }
 }
 
 /* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
@@ -566,17 +580,7 @@ static OT_NOINLINE bool locate_elsewhere(uint64_t key, uint64_t *val, bool take,
     return false;
 found:
     if (me != NULL) me->found_in = where; /* 0: the table */
-    if (where != 0) {
-        /* Blocks a thread frees of another's come in the order they were allocated: the set of
-         * one a few frees ahead, from the owner's ring where it has one, else the next chunk's
-         * (as often as not one chunk follows another), in that nursery is fetched now. */
-        nursery_t *n = atomic_load_explicit(&nurseries[where - 1], memory_order_relaxed);
-        bool ringed = n && n->ring && me && ring_prefetch(me, where, n, key);
-        if (n && !ringed) {
-            uint64_t next = key + ((ot_unpack_size(*val) + 8 + 15) & ~15ull);
-            __builtin_prefetch(n->slot[nursery_set(n, next)], 1, 3);
-        }
-    }
+    if (where != 0) prefetch_after_find(me, where, atomic_load_explicit(&nurseries[where - 1], memory_order_relaxed), key, *val);
     errno = e;
     return true;
 }
@@ -706,9 +710,17 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
     record_body(origin, key, size, kind, device, false);
 }
 
+static OT_NOINLINE void record_host_body(const ot_origin_t *origin, uint64_t key, uint64_t size)
+{
+    record_body(origin, key, size, OT_KIND_HOST, -1, false);
+}
+
+/* ot_live_record_host_fast's case for a thread with a ring, which it declined, tried before
+ * record_body and apart from it: with the body inlined here, every fill first saved six registers
+ * and set up the body's frame (bursty_pc 8 200000 under callgrind: 27 instructions less per malloc
+ * with the body apart). */
 void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size)
 {
-    /* ot_live_record_host_fast's case for a thread with a ring, which it declined. */
     thread_counters_t *c = my_counters;
     if (ot_opt.stacks == OT_STACKS_SAMPLED && host_fill_eligible(c, size)) {
         int64_t left = c->sample_left - (int64_t)size;
@@ -717,7 +729,7 @@ void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t 
             return;
         }
     }
-    record_body(origin, key, size, OT_KIND_HOST, -1, false);
+    record_host_body(origin, key, size);
 }
 
 OT_NOINLINE void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size)
@@ -816,6 +828,19 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
             }
             return forget_elsewhere(key, c->nursery, true);
         }
+        /* Otherwise the search's first look, where this thread's last such free found its
+         * record, is taken here, without the search's set-up (errno kept, the hint, the loop)
+         * and two calls: bursty_pc 8 200000 under callgrind, 69 instructions less per free, 15%
+         * of them. A miss leaves the search to look there again in its turn, not first. */
+        uint64_t val;
+        uint32_t where = c->found_in;
+        nursery_t *n = atomic_load_explicit(&nurseries[where - 1], memory_order_acquire);
+        if (OT_LIKELY(n != NULL) && OT_LIKELY(n != c->nursery) && nursery_find(n, key, &val, true, false) == NG_FOUND) {
+            prefetch_after_find(c, where, n, key, val);
+            account_free_on(c, key, val, NULL, NULL);
+            return true;
+        }
+        c->found_in = 0;
         return forget_elsewhere(key, c->nursery, false);
     }
     return ot_live_forget(key, NULL, NULL);
