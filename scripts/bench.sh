@@ -290,9 +290,12 @@ EXTRA_VARIANTS[live_10m_mt]="ideal_live_safe"
 # under a preload that only forwards (its own slowdown from the preload, apart from any tracking),
 # and under the least per-block record (which never finds another thread's record: a lower bound).
 # On all four, the least an exact record costs when a free finds it in the thread that made it
-# (ideal_xthread: the floor of the thread targets that does the work they measure).
+# (the floor of the thread targets that does the work they measure), with per-thread arrays of
+# oomtrace's grown nursery (bursty_pc: ideal_xthread) or of its first one (handoff_server:
+# ideal_xthread_small).
 for w in handoff_8 bursty_pc_8; do EXTRA_VARIANTS[$w]="forwarder ideal"; done
-for w in handoff_2 handoff_8 bursty_pc_2 bursty_pc_8; do EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXTRA_VARIANTS[$w]} }ideal_xthread"; done
+for w in handoff_2 handoff_8; do EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXTRA_VARIANTS[$w]} }ideal_xthread_small"; done
+for w in bursty_pc_2 bursty_pc_8; do EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXTRA_VARIANTS[$w]} }ideal_xthread"; done
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
     for w in producer_consumer handoff_2 handoff_8 bursty_pc_2 bursty_pc_8 deep_large recursive_stacks realloc_growth startup; do
@@ -304,7 +307,8 @@ variants_of() { echo "${VARIANTS[*]} ${EXTRA_VARIANTS[$1]:-}"; }
 ref_lib() {
     case $1 in forwarder) echo forwarder.so ;; ideal) echo ideal_record.so ;; ideal_stacks) echo ideal_stacks.so ;;
         ideal_stacks_safe) echo ideal_stacks_safe.so ;; ideal_table) echo ideal_table.so ;;
-        ideal_live_safe) echo ideal_live_safe.so ;; ideal_xthread) echo ideal_xthread.so ;; esac
+        ideal_live_safe) echo ideal_live_safe.so ;; ideal_xthread) echo ideal_xthread.so ;;
+        ideal_xthread_small) echo ideal_xthread_small.so ;; esac
 }
 
 # The command of one run, as words; also what BENCHMARKS.md shows (paths relative to the repo).
@@ -322,7 +326,7 @@ command_for() { # workload variant -> prints the command line
             if [ "$w" = startup ]; then echo "${env}${PROG[$w]} $STARTUP_N heaptrack -o $RUN/heaptrack.$w $STARTUP_CMD"
             else echo "${env}heaptrack -o $RUN/heaptrack.$w ${PROG[$w]} ${ARGS[$w]}"; fi ;;
         lsan) echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LSAN_OPTIONS=exitcode=0 LD_PRELOAD=$LSAN_LIB ${PROG[$w]} ${ARGS[$w]}" ;;
-        forwarder | ideal | ideal_stacks | ideal_stacks_safe | ideal_table | ideal_live_safe | ideal_xthread)
+        forwarder | ideal | ideal_stacks | ideal_stacks_safe | ideal_table | ideal_live_safe | ideal_xthread | ideal_xthread_small)
             echo "${pinpfx}env ${ENVS[$w]:+${ENVS[$w]} }LD_PRELOAD=$ROOT/$BB/ref/$(ref_lib "$v") ${PROG[$w]} ${ARGS[$w]}" ;;
     esac
 }

@@ -23,9 +23,10 @@ $(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h tests/bench/ref/
 
 # The stack floors walk with libunwind, as oomtrace does where its own walker cannot; the safe ones
 # are the other built with IDEAL_SAFE (and IDEAL_TABLE). ideal_table_shared is ideal_table built
-# with IDEAL_SHARED.
+# with IDEAL_SHARED, ideal_xthread_small ideal_xthread with IDEAL_SETS.
 $(B)/bench/ref/ideal_stacks.so $(B)/bench/ref/ideal_stacks_safe.so $(B)/bench/ref/ideal_live_safe.so: REF_LDLIBS := -lunwind
 $(B)/bench/ref/ideal_stacks_safe.so $(B)/bench/ref/ideal_live_safe.so: tests/bench/ref/ideal_stacks.c
 $(B)/bench/ref/ideal_table_shared.so: tests/bench/ref/ideal_table.c
+$(B)/bench/ref/ideal_xthread_small.so: tests/bench/ref/ideal_xthread.c
 
 bench-bins: $(REF_LIBS)

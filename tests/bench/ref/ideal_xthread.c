@@ -3,14 +3,18 @@
  * bursty_pc. ideal_record.c (32 KiB per thread, one thread's frees only) is the floor of a program
  * whose blocks die on the thread that made them; here a free finds the record wherever it is. Each
  * thread keeps its records in a 2-way set-associative array of its own, of the size of oomtrace's
- * grown nursery (32,768 sets, 1 MiB: enough for bursty_pc's 65,536 blocks in flight per producer),
- * with oomtrace's set function, published in a shared list. A free looks in its own array, then in
+ * grown nursery (32,768 sets, 1 MiB: enough for bursty_pc's 65,536 blocks in flight per producer;
+ * or, built as ideal_xthread_small, of its first nursery), with oomtrace's set function,
+ * published in a shared list. A free looks in its own array, then in
  * the array where its last cross-thread find was, then in every other one, and clears the way it
- * finds. The counts are per thread, as oomtrace's. It has none of what makes a tracker usable: a
- * full set silently overwrites a record, a way is cleared with a plain store (no protocol with its
- * owner), a thread's array is never reused after it exits (bursty_pc and handoff_server start few
- * threads: at most MAXT), there is no table, no recursion guard, no option, no sampling, no peak.
- * realloc/calloc are not wrapped. Built by tests/bench/bench.mk. */
+ * finds. The counts are per thread, as oomtrace's. An exited thread's array, records and all, goes
+ * to the next new thread (as oomtrace's nurseries do): handoff_server starts a thousand threads, 16
+ * at a time, and a free that searched every array ever made cost that floor 15x the program alone.
+ * It has none of what makes a tracker usable: a full set silently overwrites a record, a way is
+ * cleared with a plain store (no protocol with its owner), there is no table, no recursion guard,
+ * no option, no sampling, no peak, and at most MAXT arrays. realloc/calloc are not wrapped. Built
+ * by tests/bench/bench.mk. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -20,18 +24,34 @@
 void *malloc(size_t n);
 void free(void *p);
 
-#define SETS 32768
+/* 32,768 sets: oomtrace's grown nursery (bursty_pc's producers need it); ideal_xthread_small.c
+ * builds it with 4,096, oomtrace's nursery before it grows (handoff_server's threads never grow). */
+#ifndef IDEAL_SETS
+#define IDEAL_SETS 32768
+#endif
+#define SETS IDEAL_SETS
 #define MAXT 1024
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 typedef struct {
     _Atomic uint64_t key, size;
 } way_t;
 static way_t (*_Atomic arrays[MAXT])[2];
+static _Atomic int array_used[MAXT]; /* 1 while a live thread has array i */
 static _Atomic unsigned n_arrays;
+static pthread_key_t exit_key;
+static _Atomic int key_state; /* 0: not made, 1: being made, 2: made */
 static TLS way_t (*mine)[2];
 static TLS int mine_state; /* 0: none yet, 1: mapped, 2: none to be had */
 static TLS unsigned last_found;
 static TLS uint64_t allocated_bytes, allocated_count, freed_bytes, freed_count;
+
+/* At a thread's exit: its array (the id + 1 in v) for the next new thread. */
+static void release_mine(void *v)
+{
+    atomic_store_explicit(&array_used[(uintptr_t)v - 1], 0, memory_order_release);
+    mine = NULL;
+    mine_state = 2; /* destructors that allocate later keep no record */
+}
 
 static inline unsigned set_of(uint64_t k)
 {
@@ -41,13 +61,30 @@ static inline unsigned set_of(uint64_t k)
 static void make_mine(void)
 {
     mine_state = 2;
-    unsigned id = atomic_fetch_add(&n_arrays, 1);
-    if (id >= MAXT) return;
-    void *m = mmap(NULL, sizeof(way_t) * 2 * SETS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return;
-    mine = m;
+    int ks = 0;
+    if (atomic_compare_exchange_strong(&key_state, &ks, 1)) {
+        pthread_key_create(&exit_key, release_mine); /* may malloc: mine_state 2 meanwhile */
+        atomic_store(&key_state, 2);
+    }
+    if (atomic_load(&key_state) != 2) return; /* another thread is making the key: no record */
+    unsigned count = atomic_load(&n_arrays), id;
+    for (id = 0; id < count && id < MAXT; id++) { /* an exited thread's array */
+        int expected = 0;
+        if (atomic_load_explicit(&arrays[id], memory_order_acquire) &&
+            atomic_compare_exchange_strong(&array_used[id], &expected, 1))
+            break;
+    }
+    if (id >= count || id >= MAXT) {
+        id = atomic_fetch_add(&n_arrays, 1);
+        if (id >= MAXT) return;
+        void *m = mmap(NULL, sizeof(way_t) * 2 * SETS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return;
+        atomic_store(&array_used[id], 1);
+        atomic_store_explicit(&arrays[id], m, memory_order_release);
+    }
+    mine = atomic_load_explicit(&arrays[id], memory_order_acquire);
     mine_state = 1;
-    atomic_store_explicit(&arrays[id], mine, memory_order_release);
+    pthread_setspecific(exit_key, (void *)(uintptr_t)(id + 1));
 }
 
 void *malloc(size_t n)
