@@ -128,8 +128,8 @@ static bool nursery_id_take(uint32_t *id)
  * fast path that looks there finds no free way (thread_counters_t.fast_nursery). Never written. */
 static struct {
     nursery_t n;
-    nursery_way_t way[2];
-} full_nursery_mem __attribute__((aligned(64))) = {.n = {.mask = 0}, .way = {{1, 0}, {1, 0}}};
+    nursery_way_t way[4]; /* its set and that set's buddy (nursery_buddy) */
+} full_nursery_mem __attribute__((aligned(64))) = {.n = {.mask = 0}, .way = {{1, 0}, {1, 0}, {1, 0}, {1, 0}}};
 _Static_assert(offsetof(nursery_t, slot) == sizeof(nursery_t), "the set follows the header");
 nursery_t *const ot_full_nursery = &full_nursery_mem.n;
 
@@ -408,17 +408,33 @@ static bool grow_nursery(thread_counters_t *c)
 static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val,
                                                                uint64_t n)
 {
-    nursery_way_t *w = c->nursery->slot[nursery_set(c->nursery, key)];
+    unsigned set = nursery_set(c->nursery, key);
+    nursery_way_t *w = c->nursery->slot[set], *b = c->nursery->slot[nursery_buddy(set)];
     uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+    uint64_t b0 = atomic_load_explicit(&b[0].key, memory_order_relaxed);
+    uint64_t b1 = atomic_load_explicit(&b[1].key, memory_order_relaxed);
     int way;
     if (OT_UNLIKELY(k0 == key || k1 == key)) {
         way = k0 == key ? 0 : 1;
+        account_free(key, atomic_load_explicit(&w[way].val, memory_order_relaxed), NULL, NULL);
+    } else if (OT_UNLIKELY(b0 == key || b1 == key)) {
+        w = b;
+        way = b0 == key ? 0 : 1;
         account_free(key, atomic_load_explicit(&w[way].val, memory_order_relaxed), NULL, NULL);
     } else if (k0 == 0) {
         way = 0;
     } else if (k1 == 0) {
         way = 1;
+    } else if (b0 == 0 || b1 == 0) {
+        /* The set is full, its buddy is not: the buddy's way, on the line just read, instead of
+         * a move to the table. With a third of the ways full, one new block in nine found its
+         * set full: handoff_server 1 40 10000 4000 under callgrind moved 11.2% of its mallocs'
+         * records to the table without the buddy and 4.0% with it, for 14% fewer instructions
+         * added to the program (91.3 M, 78.3 M); small_churn pays 2 instructions a malloc/free
+         * pair (its frees find their record in the set first), live_10m 10 a block. */
+        w = b;
+        way = b0 == 0 ? 0 : 1;
     } else {
         way = (int)(c->evict_turn++ & 1);
         note_eviction(c, n);
@@ -642,10 +658,12 @@ static inline __attribute__((always_inline)) void place(thread_counters_t *c, ui
         if (OT_LIKELY(n >= c->window_start)) {
             if (nursery_put(c, key, val, n)) goto counted;
         } else {
-            /* A long-lived phase: to the table. A record of this address still in the nursery is
-             * a block whose free went past us (nursery_put's case): it is freed. */
+            /* A long-lived phase: to the table. A record of this address still in its nursery set
+             * is a block whose free went past us (nursery_put's case): it is freed. (Its set
+             * only, as the fast paths look: the buddy too cost live_10m 16 instructions a block.) */
             uint64_t old;
-            if (OT_UNLIKELY(nursery_get(c->nursery, key, &old, true))) account_free(key, old, NULL, NULL);
+            nursery_way_t *home = c->nursery->slot[nursery_set(c->nursery, key)];
+            if (OT_UNLIKELY(set_find(home, key, &old, true, true) == NG_FOUND)) account_free(key, old, NULL, NULL);
             ot_table_prefetch(key + 256);
         }
     }

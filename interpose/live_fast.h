@@ -134,12 +134,15 @@ static inline unsigned nursery_set(const nursery_t *n, uint64_t k)
 
 enum { NG_NO = 0, NG_FOUND = 1, NG_MOVING = 2 };
 
-/* Finds key in nursery n; if take, also clears its way. The owner takes with a plain store (it
- * cannot race with its own eviction); another thread takes with a CAS, which fails if the owner
- * has meanwhile marked the way MOVING. NG_MOVING: the record is on its way to the table. */
-static inline int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take, bool owner)
+/* A set's buddy: the other set of its cache line (a nursery's mapping is page-aligned, its sets
+ * 32 bytes). A record whose set is full may take a way of the buddy (live.c, nursery_put), so a
+ * search looks there after the set, on the line it has already read. */
+static inline unsigned nursery_buddy(unsigned set) { return set ^ 1; }
+
+/* Finds key in set w of a nursery (see nursery_find). */
+static inline __attribute__((always_inline)) int set_find(nursery_way_t *w, uint64_t key, uint64_t *val, bool take,
+                                                          bool owner)
 {
-    nursery_way_t *w = n->slot[nursery_set(n, key)];
     for (int way = 0; way < 2; way++) {
         uint64_t k = atomic_load_explicit(&w[way].key, memory_order_acquire);
         if (k != key) {
@@ -161,6 +164,19 @@ static inline int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool t
         return NG_MOVING; /* its owner is moving it */
     }
     return NG_NO;
+}
+
+/* Finds key in nursery n; if take, also clears its way. The owner takes with a plain store (it
+ * cannot race with its own eviction); another thread takes with a CAS, which fails if the owner
+ * has meanwhile marked the way MOVING. NG_MOVING: the record is on its way to the table. The
+ * key's set is looked at first, then its buddy. */
+static inline __attribute__((always_inline)) int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take,
+                                                              bool owner)
+{
+    unsigned set = nursery_set(n, key);
+    int r = set_find(n->slot[set], key, val, take, owner);
+    if (OT_LIKELY(r != NG_NO)) return r;
+    return set_find(n->slot[nursery_buddy(set)], key, val, take, owner);
 }
 
 static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool take)
@@ -208,7 +224,9 @@ static inline __attribute__((always_inline)) void count_free(thread_counters_t *
 
 /* The way of key's set in this thread's nursery that a new record takes on the fast paths: a free
  * one, when neither way still holds key (a block whose free went past us: nursery_put's case).
- * NULL otherwise. */
+ * NULL otherwise: nursery_put then tries the buddy set. (Its record of a block whose free went
+ * past us stays there when the block's next record finds a free way in the set: counted live, as
+ * such a record is where the next one goes to another thread's nursery or the table.) */
 static inline __attribute__((always_inline)) nursery_way_t *free_way(nursery_t *n, uint64_t key)
 {
     nursery_way_t *w = n->slot[nursery_set(n, key)];

@@ -684,9 +684,9 @@ TEST(long_lived_phase_frees_a_stale_nursery_record)
 }
 
 /* Blocks freed soon after they were allocated never start a run, however many there are, even
- * where some of them are evicted: 3/8 of the nursery's records live at a time (1,536 in a first
- * nursery; a thread that adopts a grown one gets more), scattered over its sets, so that the
- * fuller sets send some to the table. */
+ * where some of them are evicted: 3/8 of the nursery's ways hold records at a time (3,072 in a
+ * first nursery; a thread that adopts a grown one gets more), scattered over its sets, so that the
+ * lines whose two sets are both full send some to the table. */
 static uint64_t churn_key(long i) { return key_of(62, (long)(((uint64_t)i * 0x9E3779B97F4A7C15ull) >> 44)); }
 static void *phase_churn(void *arg)
 {
@@ -694,7 +694,7 @@ static void *phase_churn(void *arg)
     res[0] = res[1] = 0;
     ot_live_record(churn_key(0), 24, OT_KIND_HOST, -1); /* the thread's record and nursery */
     ot_live_forget(churn_key(0), NULL, NULL);
-    long live = res[2] = (long)(ot_my_counters->nursery->mask + 1) * 3 / 8;
+    long live = res[2] = (long)(ot_my_counters->nursery->mask + 1) * 3 / 4;
     for (long i = 1; i <= 200000; i++) {
         ot_live_record(churn_key(i), 24, OT_KIND_HOST, -1);
         res[0] |= atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) < ot_my_counters->window_start; /* in a run */
