@@ -68,6 +68,80 @@ TEST(stale_record_is_replaced)
     EXPECT_EQ_U(b.count, a.count);
 }
 
+/* A record whose nursery set is full takes a way of the set's buddy (the other set of its cache
+ * line) before one moves to the table; with both full, one moves. Every record is found, by its
+ * owner and by another thread, and the totals stay exact. On a thread of its own: a nursery whose
+ * sets it can look at. */
+#define BUDDY_KEYS 5
+static uint64_t buddy_key[BUDDY_KEYS];
+static void *buddy_free_other(void *arg)
+{
+    return (void *)(uintptr_t)ot_live_forget(*(uint64_t *)arg, NULL, NULL);
+}
+static void *buddy_case(void *arg)
+{
+    long *res = arg; /* [0] keys found, [1] records in the buddy, [2] in the table after 4, [3] after 5,
+                      * [4] frees that found their record, [5] of them by another thread */
+    ot_live_record(key_of(40, 0), 8, OT_KIND_HOST, -1); /* this thread's record and nursery */
+    ot_live_forget(key_of(40, 0), NULL, NULL);
+    nursery_t *n = ot_my_counters->nursery;
+    unsigned set = UINT32_MAX;
+    for (long i = 1; res[0] < BUDDY_KEYS && i < 100000000; i++) {
+        uint64_t k = key_of(41, i);
+        unsigned s = nursery_set(n, k);
+        if (set == UINT32_MAX) {
+            nursery_way_t *h = n->slot[s], *b = n->slot[nursery_buddy(s)];
+            if (h[0].key || h[1].key || b[0].key || b[1].key) continue; /* an adopted nursery's records */
+            set = s;
+        }
+        if (s == set) buddy_key[res[0]++] = k;
+    }
+    if (res[0] < BUDDY_KEYS) return NULL;
+    uint64_t v;
+    for (int i = 0; i < BUDDY_KEYS; i++) {
+        ot_live_record(buddy_key[i], 100 + (uint64_t)i, OT_KIND_HOST, -1);
+        if (i == 3)
+            for (int j = 0; j <= 3; j++) res[2] += ot_table_lookup(buddy_key[j], &v);
+    }
+    nursery_way_t *b = n->slot[nursery_buddy(set)];
+    for (int j = 0; j < BUDDY_KEYS; j++) {
+        res[1] += b[0].key == buddy_key[j] || b[1].key == buddy_key[j];
+        res[3] += ot_table_lookup(buddy_key[j], &v);
+    }
+    pthread_t th; /* the third record, in the buddy, freed by another thread */
+    void *found = NULL;
+    if (pthread_create(&th, NULL, buddy_free_other, &buddy_key[2]) == 0 && pthread_join(th, &found) == 0)
+        res[5] = (long)(uintptr_t)found;
+    res[4] = res[5];
+    for (int j = 0; j < BUDDY_KEYS; j++) {
+        uint64_t size;
+        if (j != 2) res[4] += ot_live_forget(buddy_key[j], &size, NULL) && size == 100 + (uint64_t)j;
+    }
+    return NULL;
+}
+
+TEST(full_set_borrows_its_buddy)
+{
+    setup();
+    ot_totals_t a, b;
+    totals(&a);
+    long res[6] = {0};
+    pthread_t th;
+    ASSERT(pthread_create(&th, NULL, buddy_case, res) == 0);
+    pthread_join(th, NULL);
+    ASSERT(res[0] == BUDDY_KEYS);
+    printf("  %d records of one set: %ld in its buddy, %ld in the table after 4, %ld after 5\n", BUDDY_KEYS, res[1],
+           res[2], res[3]);
+    EXPECT_EQ_U(res[2], 0); /* two in the set, two in its buddy */
+    EXPECT_EQ_U(res[1], 2);
+    EXPECT_EQ_U(res[3], 1); /* the fifth found both full: one of the set's moved */
+    EXPECT_EQ_U(res[5], 1);
+    EXPECT_EQ_U(res[4], BUDDY_KEYS);
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+}
+
 TEST(terabyte_blocks_keep_their_size)
 {
     setup();
@@ -963,5 +1037,5 @@ TEST(thread_handoff_churn)
     EXPECT_EQ_U(b.bytes, a.bytes);
 }
 
-TEST_MAIN(walk_cache_by_stacks_mode, long_lived_phase_goes_to_the_table, blocks_others_free_grow_the_nursery, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
+TEST_MAIN(walk_cache_by_stacks_mode, full_set_borrows_its_buddy, long_lived_phase_goes_to_the_table, blocks_others_free_grow_the_nursery, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
           records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find, thread_handoff_churn)
