@@ -124,11 +124,12 @@ static bool nursery_id_take(uint32_t *id)
     return i < MAX_NURSERIES;
 }
 
-/* A nursery of one set, both ways taken by a key no block has (keys are 16-byte aligned): every
- * fast path that looks there finds no free way (thread_counters_t.fast_nursery). Never written. */
+/* A nursery of one set and its buddy, every way taken by a key no block has (keys are 16-byte
+ * aligned): every fast path that looks there finds no free way (thread_counters_t.fast_nursery).
+ * Never written. */
 static struct {
     nursery_t n;
-    nursery_way_t way[4]; /* its set and that set's buddy (nursery_buddy) */
+    nursery_way_t way[4];
 } full_nursery_mem __attribute__((aligned(64))) = {.n = {.mask = 0}, .way = {{1, 0}, {1, 0}, {1, 0}, {1, 0}}};
 _Static_assert(offsetof(nursery_t, slot) == sizeof(nursery_t), "the set follows the header");
 nursery_t *const ot_full_nursery = &full_nursery_mem.n;
@@ -399,9 +400,14 @@ static bool grow_nursery(thread_counters_t *c)
     return true;
 }
 
-/* Records (key, val) in this thread's nursery (n: the thread's host allocation count). A way that
- * still holds the same key is a block whose free went past us (RTLD_DEEPBIND): it is counted as
- * freed and reused. When both ways are taken, one of them (in turn) moves to the table: a block
+/* Which of a set's two keys, k0 or k1, is k (0: a free way): 0, 1, or -1 for neither. */
+static inline int way_of(uint64_t k0, uint64_t k1, uint64_t k) { return k0 == k ? 0 : k1 == k ? 1 : -1; }
+
+/* Records (key, val) in this thread's nursery (n: the thread's host allocation count). A way of
+ * the set or its buddy that still holds the same key is a block whose free went past us
+ * (RTLD_DEEPBIND): it is counted as freed and reused. When both ways of the set are taken, the
+ * record takes a free way of the buddy; when those are taken too, one of the set's (in turn) moves
+ * to the table: a block
  * that has lived through a set's worth of newer allocations is likely to live on, and the new one
  * is likely to be freed soon, here, for the price of two plain stores. Without this, a program that
  * keeps many blocks (cc1) fills every set and sends nearly all its allocations through the table. */
@@ -414,37 +420,32 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
     uint64_t b0 = atomic_load_explicit(&b[0].key, memory_order_relaxed);
     uint64_t b1 = atomic_load_explicit(&b[1].key, memory_order_relaxed);
-    int way;
-    if (OT_UNLIKELY(k0 == key || k1 == key)) {
-        way = k0 == key ? 0 : 1;
+    int way = way_of(k0, k1, key);
+    if (way < 0 && (way = way_of(b0, b1, key)) >= 0) w = b;
+    if (OT_UNLIKELY(way >= 0)) {
         account_free(key, atomic_load_explicit(&w[way].val, memory_order_relaxed), NULL, NULL);
-    } else if (OT_UNLIKELY(b0 == key || b1 == key)) {
-        w = b;
-        way = b0 == key ? 0 : 1;
-        account_free(key, atomic_load_explicit(&w[way].val, memory_order_relaxed), NULL, NULL);
-    } else if (k0 == 0) {
-        way = 0;
-    } else if (k1 == 0) {
-        way = 1;
-    } else if (b0 == 0 || b1 == 0) {
-        /* The set is full, its buddy is not: the buddy's way, on the line just read, instead of
-         * a move to the table. With a third of the ways full, one new block in nine found its
-         * set full: handoff_server 1 40 10000 4000 under callgrind moved 11.2% of its mallocs'
-         * records to the table without the buddy and 4.0% with it, for 14% fewer instructions
-         * added to the program (91.3 M, 78.3 M); small_churn pays 2 instructions a malloc/free
-         * pair (its frees find their record in the set first), live_10m 10 a block. */
-        w = b;
-        way = b0 == 0 ? 0 : 1;
-    } else {
-        way = (int)(c->evict_turn++ & 1);
-        note_eviction(c, n);
-        if (!evict_way(w, way)) return false;
-        /* This set's next eviction, a set's worth of allocations from now, takes the other way or
-         * the one filled now (the thread's turn decides which): both lines will be waiting in the
-         * cache. (The other way's alone: live_10m's allocation phase 6% slower, 8 pairs of runs.) */
-        uint64_t next = atomic_load_explicit(&w[way ^ 1].key, memory_order_relaxed);
-        if (next) ot_table_prefetch(next & ~MOVING);
-        ot_table_prefetch(key);
+    } else if ((way = way_of(k0, k1, 0)) < 0) {
+        if ((way = way_of(b0, b1, 0)) >= 0) {
+            /* The set is full, its buddy is not: the buddy's way, on the line just read, instead
+             * of a move to the table. With a third of the ways full, one new block in nine found
+             * its set full: handoff_server 1 40 10000 4000 under callgrind moved 11.2% of its
+             * mallocs' records to the table without the buddy and 4.0% with it, for 14% fewer
+             * instructions added to the program (91.3 M, 78.3 M); small_churn pays 2
+             * instructions a malloc/free pair (its frees find their record in the set first),
+             * live_10m 10 a block. */
+            w = b;
+        } else {
+            way = (int)(c->evict_turn++ & 1);
+            note_eviction(c, n);
+            if (!evict_way(w, way)) return false;
+            /* This set's next eviction, a set's worth of allocations from now, takes the other
+             * way or the one filled now (the thread's turn decides which): both lines will be
+             * waiting in the cache. (The other way's alone: live_10m's allocation phase 6%
+             * slower, 8 pairs of runs.) */
+            uint64_t next = atomic_load_explicit(&w[way ^ 1].key, memory_order_relaxed);
+            if (next) ot_table_prefetch(next & ~MOVING);
+            ot_table_prefetch(key);
+        }
     }
     fill_way(c, &w[way], key, val);
     if (OT_UNLIKELY(c->nursery->ring != NULL)) ring_note(c, key);
@@ -851,10 +852,9 @@ OT_NOINLINE bool ot_live_forget_host(uint64_t key)
          * and two calls: bursty_pc 8 200000 under callgrind, 69 instructions less per free, 15%
          * of them. A miss leaves the search to look there again in its turn, not first. */
         uint64_t val;
-        uint32_t where = c->found_in;
-        nursery_t *n = atomic_load_explicit(&nurseries[where - 1], memory_order_acquire);
-        if (OT_LIKELY(n != NULL) && OT_LIKELY(n != c->nursery) && nursery_find(n, key, &val, true, false) == NG_FOUND) {
-            prefetch_after_find(c, where, n, key, val);
+        uint32_t where = 0, count = atomic_load_explicit(&n_nurseries, memory_order_acquire);
+        if (look_at(c->found_in - 1, count, c->nursery, key, &val, true, &where) == NG_FOUND) {
+            prefetch_after_find(c, where, atomic_load_explicit(&nurseries[where - 1], memory_order_relaxed), key, val);
             account_free_on(c, key, val, NULL, NULL);
             return true;
         }

@@ -224,9 +224,9 @@ static inline __attribute__((always_inline)) void count_free(thread_counters_t *
 
 /* The way of key's set in this thread's nursery that a new record takes on the fast paths: a free
  * one, when neither way still holds key (a block whose free went past us: nursery_put's case).
- * NULL otherwise: nursery_put then tries the buddy set. (Its record of a block whose free went
- * past us stays there when the block's next record finds a free way in the set: counted live, as
- * such a record is where the next one goes to another thread's nursery or the table.) */
+ * NULL otherwise: nursery_put then tries the buddy. The buddy is not searched for such a stale
+ * record here: one left there stays counted live, as one does where the block's next record goes
+ * to another thread's nursery or to the table. */
 static inline __attribute__((always_inline)) nursery_way_t *free_way(nursery_t *n, uint64_t key)
 {
     nursery_way_t *w = n->slot[nursery_set(n, key)];
