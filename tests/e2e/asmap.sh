@@ -159,7 +159,7 @@ else
     # stack unlimited the kernel lays a 32-bit process out the legacy way (mmap from the bottom up),
     # malloc's large blocks come from brk and the heap is named first: the default 8 MiB, then (or
     # whatever lower finite limit the hard limit leaves: the layout is the same).
-    ( cd "$d" && { ulimit -S -s 8192 2>/dev/null || true; } && OT_MAPS_OUT="$d/maps.txt" LD_PRELOAD="$d/maps32.so" timeout 60 ./host_oom32 --batch 700 >out.txt 2>err.txt )
+    ( cd "$d" || exit; ulimit -S -s 8192 2>/dev/null; OT_MAPS_OUT="$d/maps.txt" LD_PRELOAD="$d/maps32.so" timeout 60 ./host_oom32 --batch 700 >out.txt 2>err.txt )
     check host_oom32_fails_as_caffe grep -q "Check failed: \*ptr host allocation of size" "$d/err.txt"
     if [ -s "$d/maps.txt" ]; then
         req=$(sed -n '1s/# request //p' "$d/maps.txt")

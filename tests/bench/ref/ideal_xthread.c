@@ -68,13 +68,14 @@ static void make_mine(void)
     }
     if (atomic_load(&key_state) != 2) return; /* another thread is making the key: no record */
     unsigned count = atomic_load(&n_arrays), id;
-    for (id = 0; id < count && id < MAXT; id++) { /* an exited thread's array */
+    if (count > MAXT) count = MAXT;
+    for (id = 0; id < count; id++) { /* an exited thread's array */
         int expected = 0;
         if (atomic_load_explicit(&arrays[id], memory_order_acquire) &&
             atomic_compare_exchange_strong(&array_used[id], &expected, 1))
             break;
     }
-    if (id >= count || id >= MAXT) {
+    if (id == count) {
         id = atomic_fetch_add(&n_arrays, 1);
         if (id >= MAXT) return;
         void *m = mmap(NULL, sizeof(way_t) * 2 * SETS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
