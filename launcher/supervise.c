@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -43,19 +42,6 @@ static char child_state(void)
     ot_proc_stat(child, &st);
     return st;
 }
-
-/* Without a controlling terminal (CI jobs, batch scripts, containers, services) the child gets a
- * process group of its own. A signal sent to the launcher's whole group (timeout's kill(0) after
- * it signalled its child, `kill -- -PGID`, a CI runner stopping the job, a shell's `kill %1`)
- * would otherwise reach the program twice: from the sender, and again through the launcher, which
- * cannot tell a group's signal from one sent to it alone. Isolated, the program gets it once, as
- * it would have run alone. So that a SIGKILL to the group still ends the program, it dies when
- * the launcher does (PR_SET_PDEATHSIG). With a terminal the child stays in the launcher's group,
- * where the terminal's signals and job control (^C, ^Z, fg) reach both, and are not forwarded.
- * A sender that signals every process one by one (Slurm's and systemd's cgroup kills) still
- * reaches the program twice: nothing the launcher can see tells that apart from a signal meant
- * for it alone (README: "The supervisor and post-mortems"). */
-static bool isolate;
 
 static bool child_in_our_group(void)
 {
@@ -143,13 +129,8 @@ void ot_die_by(int sig)
     _exit(128 + sig);
 }
 
-static void exec_child(char **argv, const sigset_t *mask, const struct sigaction *chld, pid_t parent)
+static void exec_child(char **argv, const sigset_t *mask, const struct sigaction *chld)
 {
-    if (isolate) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) raise(SIGKILL); /* the launcher died before the prctl */
-    }
     sigaction(SIGCHLD, chld, NULL);
     sigprocmask(SIG_SETMASK, mask, NULL);
     execvp(argv[0], argv);
@@ -182,19 +163,16 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
 
     tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     tty_was_ours = foreground();
-    isolate = tty < 0;
 
     ot_oom_probe_t before, after;
     ot_oom_probe(0, &before);
     fflush(NULL);
-    pid_t parent = getpid();
     child = fork();
     if (child < 0) {
         fprintf(stderr, "oomtrace: fork: %s\n", strerror(errno));
         return 126;
     }
-    if (child == 0) exec_child(argv, &old, &old_chld, parent);
-    if (isolate) setpgid(child, child); /* both sides, so that no signal finds it in our group */
+    if (child == 0) exec_child(argv, &old, &old_chld);
     unsigned long long start = ot_proc_start_time(child);
     ot_sampler_start(child, &before);
 
