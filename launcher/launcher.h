@@ -82,6 +82,13 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
  * line on stderr where a final report or a leak check was asked for (they did not run). */
 void ot_pm_after_exit(pid_t pid, unsigned long long start_time, const char *prog, int code, const char *options);
 
+/* The descendants of the supervised child (their state files name this supervisor) that the OOM
+ * killer took while the child lived on, as the counters from `before` to `after` say: a "killed"
+ * report for each, at most one per OOM kill counted, the largest (by RSS) first. A silent death with
+ * no OOM kill counted (a pool's worker ended by SIGTERM) is left alone. Returns the reports written. */
+unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_probe_t *before, const ot_oom_probe_t *after,
+                               const char *options);
+
 /* supervise.c tells the post-mortem which signal it last forwarded (Slurm: SIGTERM, then SIGKILL). */
 void ot_pm_note_forwarded(int sig);
 

@@ -373,6 +373,98 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
     closedir(d);
 }
 
+/* A state file's pid and start time, from its name (oomtrace-<pid>-<start>.rec); false if it has none. */
+static bool name_ids(const char *n, pid_t *pid, unsigned long long *start)
+{
+    int p;
+    unsigned long long st;
+    char tail[8];
+    if (sscanf(n + strlen(OT_REC_NAME_PREFIX), "%d-%llu%7s", &p, &st, tail) != 3 || strcmp(tail, OT_REC_NAME_SUFFIX))
+        return false;
+    *pid = p;
+    *start = st;
+    return true;
+}
+
+/* A process under that pid with that start time that is not a zombie (a cheap look before a file
+ * is read: ot_sf_process_alive decides). */
+static bool maybe_alive(pid_t pid, unsigned long long start)
+{
+    char state;
+    return ot_proc_stat(pid, &state) == start && state != 'Z' && state != 'X';
+}
+
+#define PM_MAX_DEAD 64
+typedef struct {
+    char path[1024];
+    int64_t rss;
+} pm_dead_t;
+
+static int by_rss_desc(const void *a, const void *b)
+{
+    int64_t x = ((const pm_dead_t *)a)->rss, y = ((const pm_dead_t *)b)->rss;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_probe_t *before, const ot_oom_probe_t *after,
+                               const char *options)
+{
+    ot_oom_verdict_t v = ot_oom_judge(9, before, after);
+    if (v.killer == OT_KILLER_UNKNOWN) return 0;
+    bool same_cg = before->version && before->version == after->version && !strcmp(before->path, after->path);
+    int64_t kills = same_cg && before->oom_kill >= 0 && after->oom_kill > before->oom_kill
+                        ? after->oom_kill - before->oom_kill
+                        : after->vmstat_oom_kill - before->vmstat_oom_kill;
+    if (kills <= 0) return 0;
+    static pm_ctx_t c;
+    static pm_dead_t dead[PM_MAX_DEAD];
+    parse_options(options, &c);
+    char dir[600];
+    set_identity(child, prog, "");
+    state_dir(&c, dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    unsigned n = 0;
+    for (struct dirent *e; n < PM_MAX_DEAD && (e = readdir(d));) {
+        pid_t pid;
+        unsigned long long start;
+        if (!is_state_name(e->d_name) || !name_ids(e->d_name, &pid, &start) || pid == child || maybe_alive(pid, start))
+            continue;
+        snprintf(dead[n].path, sizeof dead[n].path, "%s/%s", dir, e->d_name);
+        ot_sf_t sf;
+        char err[256];
+        if (!ot_sf_read(dead[n].path, &sf, err, sizeof err)) continue;
+        bool ours = sf.id.supervisor_pid == getpid() && !ot_sf_process_alive(&sf);
+        dead[n].rss = sf.fr.mem.vm_rss;
+        ot_sf_free(&sf);
+        if (ours) n++;
+    }
+    closedir(d);
+    if (n == 0) return 0;
+    /* The OOM killer takes the process with the largest footprint, RSS above all: where fewer kills
+     * were counted than descendants were found dead, those that held the most when they last wrote. */
+    qsort(dead, n, sizeof dead[0], by_rss_desc);
+    unsigned take = (int64_t)n < kills ? n : (unsigned)kills;
+    static char why[400];
+    snprintf(why, sizeof why,
+             "a descendant of the supervised program, dead with its state file left (no exit path of its own ran), "
+             "found when the OOM-kill counters moved: %s%s",
+             v.why, take < n ? "; of the descendants found dead, the ones that held the most RSS, as the OOM killer chooses" : "");
+    c.signal = 9; /* the OOM killer's signal */
+    c.by = v.killer == OT_KILLER_CGROUP ? OT_KILLED_CGROUP_OOM : OT_KILLED_KERNEL_OOM;
+    c.why = why;
+    c.cg = after;
+    c.supervisor_pid = getpid();
+    c.died_ns = ot_clock_ns(CLOCK_REALTIME);
+    c.forwarded_signal = 0;
+    c.forwarded_ns = 0;
+    c.sv = NULL;
+    c.n_sv = 0; /* the supervisor samples its child, not the child's descendants */
+    unsigned done = 0;
+    for (unsigned i = 0; i < take; i++) done += report_file(dead[i].path, &c, c.opt.report, true) == 0;
+    return done;
+}
+
 void ot_pm_after_exit(pid_t pid, unsigned long long start_time, const char *prog, int code, const char *options)
 {
     static pm_ctx_t c;

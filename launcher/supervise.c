@@ -129,6 +129,32 @@ void ot_die_by(int sig)
     _exit(128 + sig);
 }
 
+/* Descendants of the child that the OOM killer takes while the child lives on (a DataLoader
+ * worker, a forked helper: the child sees a worker "killed by signal 9" and goes on or exits
+ * normally). Once a second the OOM-kill counters are read; where they grew, the dead descendants'
+ * state files are reported (ot_pm_oom_descendants). The window of counted kills stays open until
+ * reports account for them, or DESC_WINDOW_NS passed: a victim may take a moment to die, and a
+ * kill of a process outside the program's tree is never matched. */
+#define DESC_EVERY 10u /* samples (OT_SAMPLE_PERIOD_NS each) between two looks */
+#define DESC_WINDOW_NS 5000000000ull
+static ot_oom_probe_t desc_since, desc_now;
+static uint64_t desc_since_ns;
+
+static void watch_descendants(const char *prog, const char *options, const ot_oom_probe_t *now)
+{
+    uint64_t t = ot_clock_ns(CLOCK_MONOTONIC);
+    bool counted = (now->oom_kill >= 0 && now->oom_kill > desc_since.oom_kill) ||
+                   (now->vmstat_oom_kill >= 0 && now->vmstat_oom_kill > desc_since.vmstat_oom_kill);
+    unsigned got = counted ? ot_pm_oom_descendants(child, prog, &desc_since, now, options) : 0;
+    if (!counted || t - desc_since_ns > DESC_WINDOW_NS) {
+        desc_since = *now;
+        desc_since_ns = t;
+    } else if (got) { /* those kills are accounted for: any others stay in the window */
+        if (desc_since.oom_kill >= 0) desc_since.oom_kill += got;
+        if (desc_since.vmstat_oom_kill >= 0) desc_since.vmstat_oom_kill += got;
+    }
+}
+
 static void exec_child(char **argv, const sigset_t *mask, const struct sigaction *chld)
 {
     sigaction(SIGCHLD, chld, NULL);
@@ -175,6 +201,9 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
     if (child == 0) exec_child(argv, &old, &old_chld);
     unsigned long long start = ot_proc_start_time(child);
     ot_sampler_start(child, &before);
+    desc_since = before;
+    desc_since_ns = ot_clock_ns(CLOCK_MONOTONIC);
+    unsigned ticks = 0;
 
     /* The wait is sigtimedwait with the time left to the next sample: a sample is due every
      * OT_SAMPLE_PERIOD_NS however many signals arrive, and between them the launcher sleeps. */
@@ -184,6 +213,10 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
         uint64_t now = ot_clock_ns(CLOCK_MONOTONIC);
         if (now >= next) {
             ot_sampler_take();
+            if (++ticks % DESC_EVERY == 0) {
+                ot_oom_probe(0, &desc_now);
+                watch_descendants(argv[0], o->options, &desc_now);
+            }
             next = now + OT_SAMPLE_PERIOD_NS;
         }
         uint64_t left = next - now;
@@ -217,6 +250,11 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
         fflush(NULL);
         ot_die_by(sig);
     }
-    if (WIFEXITED(status)) ot_pm_after_exit(child, start, argv[0], WEXITSTATUS(status), o->options);
+    if (WIFEXITED(status)) {
+        /* The last of the descendants the OOM killer took (the child itself was not killed) */
+        ot_oom_probe(0, &after);
+        (void)ot_pm_oom_descendants(child, argv[0], &desc_since, &after, o->options);
+        ot_pm_after_exit(child, start, argv[0], WEXITSTATUS(status), o->options);
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

@@ -206,6 +206,23 @@ if make_cgroup; then
     else
         skip killed_supervisor_samples "the library has no recorder in this build (state_dir= unknown to it)"
     fi
+    # A worker the OOM killer takes while the program lives on (a DataLoader worker: the program
+    # sees it killed and goes on, then exits 0): its report comes while the program still runs,
+    # with the cgroup's OOM killer named, and the launcher's status stays the program's.
+    setup cgroup_descendant fake
+    { OOMTRACE_OPTIONS=$OPTS sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$L" bash -c \
+        '"$0" grow "$1" 16 & wait $!; echo "worker $?"; for _ in $(seq 60); do ls "$2"/r.*.json >/dev/null 2>&1 && break; sleep 0.05; done; ls "$2"/r.*.json >/dev/null 2>&1 && echo "report while running"; exit 0' \
+        "$SW" "$SD" "$D" >"$D/out" 2>"$D/err"; } 2>/dev/null
+    rc=$?
+    R=$(report)
+    got=$([ -n "$R" ] && jget "(r['event'], r['killed']['signal'], r['killed']['killer'], r['process']['exe'].endswith('statefile_writer'), r['sites'][0]['stack'][0]['function'])")
+    want="('killed', 9, 'cgroup_oom_killer', True, 'grow_buffers')"
+    if [ "$rc" -eq 0 ] && [ "$got" = "$want" ] && grep -qx 'worker 137' "$D/out" && grep -qx 'report while running' "$D/out" &&
+        [ -z "$(ls "$SD"/*.rec 2>/dev/null)" ]; then
+        pass killed_cgroup_oom_descendant_while_running
+    else
+        fail killed_cgroup_oom_descendant_while_running "status $rc (want 0); report $got, want $want; output: $(tr '\n' '|' <"$D/out"); left: $(ls "$SD"); $(head -c 300 "$D/err")"
+    fi
     for _ in 1 2 3 4 5; do rmdir "$CG" 2>/dev/null && break; sleep 0.2; done
 else
     skip killed_cgroup_oom "$WHY"
