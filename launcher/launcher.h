@@ -43,6 +43,7 @@ typedef enum {
 typedef struct {
     ot_killer_t killer;
     const char *why; /* one phrase on how that was decided */
+    int64_t kills;   /* OOM kills counted from before to after by the counter decided on (0: unknown) */
 } ot_oom_verdict_t;
 /* Decides from the counters before and after (after read while the child was a zombie). */
 ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *before, const ot_oom_probe_t *after);

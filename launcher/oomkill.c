@@ -201,13 +201,14 @@ static bool grew(int64_t before, int64_t after)
  * was hit) tells the two apart. /proc/vmstat oom_kill counts every kill on the host. */
 ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *b, const ot_oom_probe_t *a)
 {
-    ot_oom_verdict_t v = {OT_KILLER_UNKNOWN, "no OOM kill was counted while it ran"};
+    ot_oom_verdict_t v = {OT_KILLER_UNKNOWN, "no OOM kill was counted while it ran", 0};
     if (sig != 9) {
         v.why = "the OOM killer sends SIGKILL";
         return v;
     }
     bool same_cg = b->version && b->version == a->version && !strcmp(b->path, a->path);
     if (same_cg && grew(b->oom_kill, a->oom_kill)) {
+        v.kills = a->oom_kill - b->oom_kill;
         /* A limit hit on the way up (failcnt, "oom") tells the cgroup's killer from the global one;
          * where those counters cannot be read, a limit on the way up has to do. */
         bool limit_hit = b->oom >= 0 && a->oom >= 0 ? grew(b->oom, a->oom) : a->limit >= 0;
@@ -225,6 +226,7 @@ ot_oom_verdict_t ot_oom_judge(int sig, const ot_oom_probe_t *b, const ot_oom_pro
         return v;
     }
     if (grew(b->vmstat_oom_kill, a->vmstat_oom_kill)) {
+        v.kills = a->vmstat_oom_kill - b->vmstat_oom_kill;
         v.killer = OT_KILLER_KERNEL;
         v.why = "/proc/vmstat oom_kill grew while it ran";
     }

@@ -329,50 +329,6 @@ void ot_pm_note_forwarded(int sig)
     g_forwarded_ns = ot_clock_ns(CLOCK_REALTIME);
 }
 
-void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
-                       const ot_oom_probe_t *before, const ot_oom_probe_t *after, const char *options)
-{
-    static pm_ctx_t c;
-    parse_options(options, &c);
-    c.signal = sig;
-    ot_oom_verdict_t v = ot_oom_judge(sig, before, after);
-    c.by = v.killer == OT_KILLER_CGROUP ? OT_KILLED_CGROUP_OOM
-           : v.killer == OT_KILLER_KERNEL ? OT_KILLED_KERNEL_OOM
-                                          : OT_KILLED_SIGNAL;
-    c.why = v.why;
-    c.cg = after;
-    c.supervisor_pid = getpid();
-    c.died_ns = ot_clock_ns(CLOCK_REALTIME);
-    c.forwarded_signal = g_forwarded_signal;
-    c.forwarded_ns = g_forwarded_ns;
-    c.sv = ot_sampler_samples(&c.n_sv);
-    char dir[600], path[1024];
-    /* state_dir='s %e: the program as named (a script's interpreter would differ: rare in a directory) */
-    set_identity(pid, prog, "");
-    child_state_path(&c, pid, start_time, dir, sizeof dir, path, sizeof path);
-    struct stat st;
-    if (lstat(path, &st) == 0) report_file(path, &c, c.opt.report, false);
-    /* Descendants of the child that died with it (a process group killed together, or an OOM kill
-     * of the whole cgroup) and named this supervisor: their files, if their processes are gone. */
-    DIR *d = opendir(dir);
-    if (!d) return;
-    c.signal = 0;
-    c.by = OT_KILLED_UNKNOWN;
-    c.why = "a descendant of the supervised program, found after it died";
-    c.n_sv = 0; /* the samples are the supervised program's, not its descendants' */
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_state_name(e->d_name)) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ot_sf_t sf;
-        char err[256];
-        if (!ot_sf_read(path, &sf, err, sizeof err)) continue;
-        bool ours = sf.id.supervisor_pid == getpid() && sf.id.pid != pid && !ot_sf_process_alive(&sf);
-        ot_sf_free(&sf);
-        if (ours) report_file(path, &c, c.opt.report, true);
-    }
-    closedir(d);
-}
-
 /* A state file's pid and start time, from its name (oomtrace-<pid>-<start>.rec); false if it has none. */
 static bool name_ids(const char *n, pid_t *pid, unsigned long long *start)
 {
@@ -406,45 +362,81 @@ static int by_rss_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_probe_t *before, const ot_oom_probe_t *after,
-                               const char *options)
+/* The state files in dir that name this supervisor and whose processes are gone, but skip's (the
+ * supervised child's own): at most max, with the RSS each held when it last wrote. */
+static pm_dead_t dead[PM_MAX_DEAD];
+static unsigned dead_descendants(const char *dir, pid_t skip, pm_dead_t *out, unsigned max)
 {
-    ot_oom_verdict_t v = ot_oom_judge(9, before, after);
-    if (v.killer == OT_KILLER_UNKNOWN) return 0;
-    bool same_cg = before->version && before->version == after->version && !strcmp(before->path, after->path);
-    int64_t kills = same_cg && before->oom_kill >= 0 && after->oom_kill > before->oom_kill
-                        ? after->oom_kill - before->oom_kill
-                        : after->vmstat_oom_kill - before->vmstat_oom_kill;
-    if (kills <= 0) return 0;
-    static pm_ctx_t c;
-    static pm_dead_t dead[PM_MAX_DEAD];
-    parse_options(options, &c);
-    char dir[600];
-    set_identity(child, prog, "");
-    state_dir(&c, dir, sizeof dir);
     DIR *d = opendir(dir);
     if (!d) return 0;
     unsigned n = 0;
-    for (struct dirent *e; n < PM_MAX_DEAD && (e = readdir(d));) {
+    for (struct dirent *e; n < max && (e = readdir(d));) {
         pid_t pid;
         unsigned long long start;
-        if (!is_state_name(e->d_name) || !name_ids(e->d_name, &pid, &start) || pid == child || maybe_alive(pid, start))
+        if (!is_state_name(e->d_name) || !name_ids(e->d_name, &pid, &start) || pid == skip || maybe_alive(pid, start))
             continue;
-        snprintf(dead[n].path, sizeof dead[n].path, "%s/%s", dir, e->d_name);
+        snprintf(out[n].path, sizeof out[n].path, "%s/%s", dir, e->d_name);
         ot_sf_t sf;
         char err[256];
-        if (!ot_sf_read(dead[n].path, &sf, err, sizeof err)) continue;
+        if (!ot_sf_read(out[n].path, &sf, err, sizeof err)) continue;
         bool ours = sf.id.supervisor_pid == getpid() && !ot_sf_process_alive(&sf);
-        dead[n].rss = sf.fr.mem.vm_rss;
+        out[n].rss = sf.fr.mem.vm_rss;
         ot_sf_free(&sf);
         if (ours) n++;
     }
     closedir(d);
+    return n;
+}
+
+void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *prog, int sig,
+                       const ot_oom_probe_t *before, const ot_oom_probe_t *after, const char *options)
+{
+    static pm_ctx_t c;
+    parse_options(options, &c);
+    c.signal = sig;
+    ot_oom_verdict_t v = ot_oom_judge(sig, before, after);
+    c.by = v.killer == OT_KILLER_CGROUP ? OT_KILLED_CGROUP_OOM
+           : v.killer == OT_KILLER_KERNEL ? OT_KILLED_KERNEL_OOM
+                                          : OT_KILLED_SIGNAL;
+    c.why = v.why;
+    c.cg = after;
+    c.supervisor_pid = getpid();
+    c.died_ns = ot_clock_ns(CLOCK_REALTIME);
+    c.forwarded_signal = g_forwarded_signal;
+    c.forwarded_ns = g_forwarded_ns;
+    c.sv = ot_sampler_samples(&c.n_sv);
+    char dir[600], path[1024];
+    /* state_dir='s %e: the program as named (a script's interpreter would differ: rare in a directory) */
+    set_identity(pid, prog, "");
+    child_state_path(&c, pid, start_time, dir, sizeof dir, path, sizeof path);
+    struct stat st;
+    if (lstat(path, &st) == 0) report_file(path, &c, c.opt.report, false);
+    /* Descendants of the child that died with it (a process group killed together, or an OOM kill
+     * of the whole cgroup) and named this supervisor: their files, if their processes are gone. */
+    c.signal = 0;
+    c.by = OT_KILLED_UNKNOWN;
+    c.why = "a descendant of the supervised program, found after it died";
+    c.n_sv = 0; /* the samples are the supervised program's, not its descendants' */
+    unsigned n = dead_descendants(dir, pid, dead, PM_MAX_DEAD);
+    for (unsigned i = 0; i < n; i++) report_file(dead[i].path, &c, c.opt.report, true);
+}
+
+unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_probe_t *before, const ot_oom_probe_t *after,
+                               const char *options)
+{
+    ot_oom_verdict_t v = ot_oom_judge(9, before, after);
+    if (v.killer == OT_KILLER_UNKNOWN || v.kills <= 0) return 0;
+    static pm_ctx_t c;
+    parse_options(options, &c);
+    char dir[600];
+    set_identity(child, prog, "");
+    state_dir(&c, dir, sizeof dir);
+    unsigned n = dead_descendants(dir, child, dead, PM_MAX_DEAD);
     if (n == 0) return 0;
     /* The OOM killer takes the process with the largest footprint, RSS above all: where fewer kills
      * were counted than descendants were found dead, those that held the most when they last wrote. */
     qsort(dead, n, sizeof dead[0], by_rss_desc);
-    unsigned take = (int64_t)n < kills ? n : (unsigned)kills;
+    unsigned take = (int64_t)n < v.kills ? n : (unsigned)v.kills;
     static char why[400];
     snprintf(why, sizeof why,
              "a descendant of the supervised program, dead with its state file left (no exit path of its own ran), "

@@ -137,8 +137,16 @@ void ot_die_by(int sig)
  * kill of a process outside the program's tree is never matched. */
 #define DESC_EVERY 10u /* samples (OT_SAMPLE_PERIOD_NS each) between two looks */
 #define DESC_WINDOW_NS 5000000000ull
-static ot_oom_probe_t desc_since, desc_now;
+static ot_oom_probe_t desc_since;
 static uint64_t desc_since_ns;
+
+/* A counter of the window's start moved on by the kills reported, but not past where it is now (a
+ * kernel-wide kill moves /proc/vmstat's, not the cgroup's). */
+static void advance(int64_t *since, int64_t now, unsigned got)
+{
+    if (*since < 0 || now <= *since) return;
+    *since += now - *since < (int64_t)got ? now - *since : (int64_t)got;
+}
 
 static void watch_descendants(const char *prog, const char *options, const ot_oom_probe_t *now)
 {
@@ -150,8 +158,8 @@ static void watch_descendants(const char *prog, const char *options, const ot_oo
         desc_since = *now;
         desc_since_ns = t;
     } else if (got) { /* those kills are accounted for: any others stay in the window */
-        if (desc_since.oom_kill >= 0) desc_since.oom_kill += got;
-        if (desc_since.vmstat_oom_kill >= 0) desc_since.vmstat_oom_kill += got;
+        advance(&desc_since.oom_kill, now->oom_kill, got);
+        advance(&desc_since.vmstat_oom_kill, now->vmstat_oom_kill, got);
     }
 }
 
@@ -214,8 +222,8 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
         if (now >= next) {
             ot_sampler_take();
             if (++ticks % DESC_EVERY == 0) {
-                ot_oom_probe(0, &desc_now);
-                watch_descendants(argv[0], o->options, &desc_now);
+                ot_oom_probe(0, &after);
+                watch_descendants(argv[0], o->options, &after);
             }
             next = now + OT_SAMPLE_PERIOD_NS;
         }

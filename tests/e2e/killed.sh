@@ -227,6 +227,7 @@ if make_cgroup; then
 else
     skip killed_cgroup_oom "$WHY"
     skip killed_supervisor_samples "$WHY"
+    skip killed_cgroup_oom_descendant_while_running "$WHY"
 fi
 
 # ---------------------------------------------------------------- the library's own recorder

@@ -25,6 +25,9 @@ TEST(test_cgroup_oom_killer)
 {
     ot_oom_probe_t b = cg(1, "/sys/fs/cgroup/memory/a", 0, 5, 64 << 20, 10), a = cg(1, "/sys/fs/cgroup/memory/a", 1, 9, 64 << 20, 11);
     EXPECT_EQ_U(ot_oom_judge(9, &b, &a).killer, OT_KILLER_CGROUP);
+    a.oom_kill = 3; /* the kills counted, by the cgroup's counter (vmstat's moved by 1) */
+    EXPECT_EQ_U(ot_oom_judge(9, &b, &a).kills, 3);
+    a.oom_kill = 1;
     b.version = a.version = 2;
     EXPECT_EQ_U(ot_oom_judge(9, &b, &a).killer, OT_KILLER_CGROUP);
 }
@@ -41,6 +44,7 @@ TEST(test_kernel_oom_killer)
     b = cg(0, "", -1, -1, -1, 3);
     a = cg(0, "", -1, -1, -1, 4);
     EXPECT_EQ_U(ot_oom_judge(9, &b, &a).killer, OT_KILLER_KERNEL);
+    EXPECT_EQ_U(ot_oom_judge(9, &b, &a).kills, 1);
 }
 
 TEST(test_not_an_oom_kill)
