@@ -3,6 +3,7 @@
  * where the kernel can), so that the leak check never takes the live table's keys for pointers. */
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
@@ -32,7 +33,12 @@ void ot_mmap_register(void *p, size_t bytes)
         uintptr_t z = 0;
         if (atomic_load_explicit(&own[i].start, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_strong(&own[i].start, &z, (uintptr_t)p)) {
-            atomic_store(&own[i].len, bytes);
+            /* The kernel maps whole pages: the rest of the last page is ours too. Left out, it
+             * read as a sliver of the program's that hid the glibc arena the kernel had merged
+             * with it (asmap's arena test: 7 of 8 arenas, the 8th's start not aligned). */
+            uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ);
+            if (!pg) pg = 4096;
+            atomic_store(&own[i].len, (bytes + pg - 1) & ~(pg - 1));
             unsigned h = atomic_load(&own_high);
             while (h < i + 1 && !atomic_compare_exchange_weak(&own_high, &h, i + 1)) {
             }
