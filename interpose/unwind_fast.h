@@ -63,6 +63,8 @@ typedef struct ot_walk {
     uint32_t memo_mask;        /* sets - 1 */
     uint32_t memo_kept_walk;   /* the walk (gen) of a stack the memo holds already: not kept again */
     const struct memo *memo_last; /* the memo entry that answered last (NULL: none since) */
+    struct memo_step_entry *steps; /* the memo's step cache, after its fingerprints (NULL: none) */
+    uint32_t steps_gen;            /* ot_code_gen its entries were taken under */
     wbuf_t buf[];
 } walk_t;
 _Static_assert(sizeof(walk_t) + WALK_BUFS * sizeof(wbuf_t) <= OT_UNWIND_CACHE_BYTES,
