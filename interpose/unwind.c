@@ -890,13 +890,13 @@ static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, ui
             e->kip[1] != kip[1] || e->kip[2] != kip[2] || e->kip[3] != kip[3] || (e->matters0 && e->bp != bp))
             continue;
         const uintptr_t base[4] = {[MB_IP] = ip, [MB_SP] = sp, [MB_FAR] = e->far, [MB_ZERO] = 0};
-        unsigned c = 0, nchk = e->nchk;
-        for (; c < nchk; c++) {
-            int32_t off = e->chk[c].off;
-            uintptr_t v = *(const uintptr_t *)(sp + (uintptr_t)(intptr_t)(off & ~3));
-            if (v != base[off & 3] + (uintptr_t)(intptr_t)e->chk[c].delta) break;
+        const __typeof__(e->chk[0]) *k = e->chk, *end = k + e->nchk;
+        for (; k < end; k++) {
+            intptr_t off = k->off; /* sign-extended once, masked in 64 bits */
+            uintptr_t v = *(const uintptr_t *)(sp + (uintptr_t)(off & ~(intptr_t)3));
+            if (v != base[off & 3] + (uintptr_t)(intptr_t)k->delta) break;
         }
-        if (c != nchk) continue;
+        if (k != end) continue;
         *depth = e->nips < max ? e->nips : max;
         *hit = e;
         return e->site;
