@@ -408,8 +408,9 @@ static inline int way_of(uint64_t k0, uint64_t k1, uint64_t k) { return k0 == k 
  * (RTLD_DEEPBIND): it is counted as freed and reused. When both ways of the set are taken, the
  * record takes a free way of the buddy; when those are taken too, one of the set's (in turn) moves
  * to the table: a block that has lived through a set's worth of newer allocations is likely to live
- * on, and the new one is likely to be freed soon, here, for the price of two plain stores. Without this, a program that
- * keeps many blocks (cc1) fills every set and sends nearly all its allocations through the table. */
+ * on, and the new one is likely to be freed soon, here, for the price of two plain stores. Without
+ * this, a program that keeps many blocks (cc1) fills every set and sends nearly all its allocations
+ * through the table. */
 static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t *c, uint64_t key, uint64_t val,
                                                                uint64_t n)
 {

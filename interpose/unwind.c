@@ -742,13 +742,13 @@ typedef struct {
     uint16_t fp;
 } memo_key_t;
 
-/* One step of the walk from (ip, sp, bp) with the cached rule, as the walk's step takes it
- * (rule_cfa): R_STEP, the caller's return address, sp and rbp in place; R_LAST where the frame ends
- * the stack; R_NONE where its rule is not cached now or the step fails the walk's test (the walk
- * would ask libunwind). */
-static inline __attribute__((always_inline)) unsigned memo_step(uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
+/* One step of the walk from (ip, sp, bp) with rule, ip's cached rule (rule_cached), as the walk's
+ * step takes it (rule_cfa): R_STEP, the caller's return address, sp and rbp in place; R_LAST where
+ * the frame ends the stack; R_NONE where its rule is not cached now or the step fails the walk's
+ * test (the walk would ask libunwind). */
+static inline __attribute__((always_inline)) unsigned memo_step(uint64_t rule, uintptr_t *ip, uintptr_t *sp,
+                                                                uintptr_t *bp)
 {
-    uint64_t rule = rule_cached(*ip);
     unsigned kind = rule_kind(rule);
     if (OT_UNLIKELY(kind != R_STEP)) return kind == R_LAST ? R_LAST : R_NONE;
     uintptr_t cfa;
@@ -798,7 +798,7 @@ static inline __attribute__((always_inline)) unsigned memo_step_cached(walk_t *w
     }
     uintptr_t from = *ip;
     uint64_t rule = rule_cached(from);
-    unsigned k = memo_step(ip, sp, bp);
+    unsigned k = memo_step(rule, ip, sp, bp);
     int32_t off = rule_cfaoff(rule), bpoff = rule_bpoff(rule);
     if (k == R_STEP && !rule_cfa_bp(rule) && off >= 8 && off < (1 << 30) && (off & 7) == 0 &&
         (!rule_bp_saved(rule) || bpoff != 0)) {
@@ -997,20 +997,16 @@ void ot_unwind_attach(void *mem, size_t bytes)
         w->memo = NULL;
         w->memo_mask = 0;
         w->steps = NULL;
-        if (bytes >= OT_UNWIND_CACHE_BYTES + 2 * (sizeof(memo_set_t) + sizeof(memo_fps_t))) {
-            size_t sets = (bytes - OT_UNWIND_CACHE_BYTES) / (sizeof(memo_set_t) + sizeof(memo_fps_t)), p = 1;
+        /* Then the sets, their fingerprints and the step cache (whose entries, from a thread that
+         * had this memory, stay under their generation). */
+        if (bytes >= OT_UNWIND_CACHE_BYTES + 2 * (sizeof(memo_set_t) + sizeof(memo_fps_t)) + STEP_BYTES) {
+            size_t sets = (bytes - OT_UNWIND_CACHE_BYTES - STEP_BYTES) / (sizeof(memo_set_t) + sizeof(memo_fps_t)),
+                   p = 1;
             while (p * 2 <= sets) p *= 2;
             w->memo = (memo_set_t *)(void *)((char *)mem + OT_UNWIND_CACHE_BYTES);
             w->memo_fps = (memo_fps_t *)(void *)(w->memo + p);
             w->memo_mask = (uint32_t)(p - 1);
-            /* The step cache after the fingerprints, where there is room (its entries, from a
-             * thread that had this memory, stay under their generation). */
-            char *steps = (char *)(void *)(w->memo_fps + p);
-            w->steps = steps + STEP_BYTES <= (char *)mem + bytes ? (step_entry_t *)(void *)steps : NULL;
-            if (!w->steps) {
-                w->memo = NULL;
-                w->memo_mask = 0;
-            }
+            w->steps = (step_entry_t *)(void *)(w->memo_fps + p);
         }
         size_t fit = (bytes - sizeof(walk_t)) / sizeof(wbuf_t);
         w->nbufs = fit < WALK_BUFS ? (uint32_t)fit : WALK_BUFS;
