@@ -362,9 +362,10 @@ static int by_rss_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static pm_dead_t dead[PM_MAX_DEAD]; /* dead_descendants' results, for its two callers */
+
 /* The state files in dir that name this supervisor and whose processes are gone, but skip's (the
  * supervised child's own): at most max, with the RSS each held when it last wrote. */
-static pm_dead_t dead[PM_MAX_DEAD];
 static unsigned dead_descendants(const char *dir, pid_t skip, pm_dead_t *out, unsigned max)
 {
     DIR *d = opendir(dir);

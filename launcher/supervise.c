@@ -151,8 +151,7 @@ static void advance(int64_t *since, int64_t now, unsigned got)
 static void watch_descendants(const char *prog, const char *options, const ot_oom_probe_t *now)
 {
     uint64_t t = ot_clock_ns(CLOCK_MONOTONIC);
-    bool counted = (now->oom_kill >= 0 && now->oom_kill > desc_since.oom_kill) ||
-                   (now->vmstat_oom_kill >= 0 && now->vmstat_oom_kill > desc_since.vmstat_oom_kill);
+    bool counted = ot_oom_judge(9, &desc_since, now).kills > 0; /* the post-mortem's own test */
     unsigned got = counted ? ot_pm_oom_descendants(child, prog, &desc_since, now, options) : 0;
     if (!counted || t - desc_since_ns > DESC_WINDOW_NS) {
         desc_since = *now;
