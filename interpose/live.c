@@ -729,26 +729,33 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
     record_body(origin, key, size, kind, device, false);
 }
 
-static OT_NOINLINE void record_host_body(const ot_origin_t *origin, uint64_t key, uint64_t size)
+/* ot_live_record_host_fast's case for a thread whose nursery has a ring (c->fast_nursery is
+ * ot_full_nursery): a host block below the full-stack size, not huge, not sampled (left: the
+ * sample gap after it, above 0). A free way of its set takes it, with the ring's entry, the set
+ * computed once; any other case is place()'s, as in record_body without a stack. Called straight
+ * from the fast path, not through ot_live_record_host_from, whose origin, second eligibility test
+ * and sampling branch cost a ringed producer 30 instructions a malloc (bursty_pc 8 100000,
+ * callgrind). */
+OT_NOINLINE void ot_live_record_host_ringed(thread_counters_t *c, uint64_t key, uint64_t size, int64_t left)
 {
-    record_body(origin, key, size, OT_KIND_HOST, -1, false);
+    c->sample_left = left;
+    nursery_t *n = c->nursery;
+    unsigned set = nursery_set(n, key);
+    nursery_way_t *w = n->slot[set];
+    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
+    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
+    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
+    if (OT_LIKELY(way >= 0 && k0 != key && k1 != key)) { /* free_way's test */
+        fill_counted(c, &w[way], key, size /* ot_pack(size, HOST, 0) */, size);
+        atomic_store_explicit(&n->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)set, memory_order_relaxed);
+        return;
+    }
+    place(c, key, size, OT_KIND_HOST, 0);
 }
 
-/* ot_live_record_host_fast's case for a thread with a ring, which it declined, tried before
- * record_body and apart from it: with the body inlined here, every fill first saved six registers
- * and set up the body's frame (bursty_pc 8 200000 under callgrind: 27 instructions less per malloc
- * with the body apart). */
 void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size)
 {
-    thread_counters_t *c = my_counters;
-    if (ot_opt.stacks == OT_STACKS_SAMPLED && host_fill_eligible(c, size)) {
-        int64_t left = c->sample_left - (int64_t)size;
-        if (left > 0 && fill_ringed(c, key, size /* ot_pack(size, HOST, 0) */, size)) {
-            c->sample_left = left;
-            return;
-        }
-    }
-    record_host_body(origin, key, size);
+    record_body(origin, key, size, OT_KIND_HOST, -1, false);
 }
 
 OT_NOINLINE void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size)

@@ -279,13 +279,21 @@ static inline __attribute__((always_inline)) bool host_fill_eligible(const threa
  * ot_live_record. (It takes only the free-way case of live.c's nursery_put, free_way and fill_way,
  * on purpose: nursery_put, with its stale-record and eviction branches, costs six saved registers
  * and ~15 instructions per malloc: measured with callgrind on small_churn.) */
+void ot_live_record_host_ringed(thread_counters_t *c, uint64_t key, uint64_t size, int64_t left);
+
 static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
     if (OT_UNLIKELY(!host_fill_eligible(c, size))) return false;
     int64_t left = c->sample_left - (int64_t)size;
     nursery_way_t *w = free_way(c->fast_nursery, key);
-    if (OT_UNLIKELY(left <= 0 || w == NULL)) return false;
+    if (OT_UNLIKELY(left <= 0 || w == NULL)) {
+        /* A thread with a ring (its fast nursery the full one), not sampled: live.c fills it, with
+         * what was tested here known, and no origin or second test of the above. */
+        if (left <= 0 || c->fast_nursery != ot_full_nursery) return false;
+        ot_live_record_host_ringed(c, key, size, left);
+        return true;
+    }
     c->sample_left = left;
     fill_counted(c, w, key, size /* ot_pack(size, HOST, 0) */, size);
     return true;

@@ -854,7 +854,11 @@ static void *burst_producer(void *arg)
     burst_case_t *bc = arg;
     for (long b = 0; b < BURSTS; b++) {
         for (long i = 0; i < bc->size; i++) {
-            ot_live_record(key_of(63, b * bc->size + i), 32, OT_KIND_HOST, -1);
+            /* Every other block through the hooks' inline path, which hands a grown (ringed)
+             * nursery's fills to ot_live_record_host_ringed: both write the ring the consumer
+             * follows. */
+            if (i & 1) rec_host(key_of(63, b * bc->size + i), 32);
+            else ot_live_record(key_of(63, b * bc->size + i), 32, OT_KIND_HOST, -1);
             bc->run |= atomic_load(&ot_my_counters->k[OT_KIND_HOST].total_count) < ot_my_counters->window_start;
             nursery_t *n = ot_my_counters->nursery;
             if (!bc->grown_pages && n->mask + 1 == NURSERY_SETS_GROWN)
@@ -888,6 +892,8 @@ static void *burst_producer(void *arg)
 TEST(blocks_others_free_grow_the_nursery)
 {
     setup();
+    ot_opt.stacks = OT_STACKS_SAMPLED; /* the inline path's mode (rec_host) */
+    ot_opt.sample_bytes = 1ull << 40; /* no sampled block */
     burst_case_t cases[] = {{.others = 1, .size = 12000},
                             {.others = 0, .size = 12000},
                             {.others = 1, .size = 5 * NURSERY_SETS_GROWN / 2},
