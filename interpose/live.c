@@ -141,7 +141,8 @@ static void nursery_publish(thread_counters_t *c, uint32_t id, void *mem, unsign
     n->mask = sets - 1;
     atomic_store_explicit(&nurseries[id], n, memory_order_release);
     c->nursery = n;
-    c->fast_nursery = n->ring ? ot_full_nursery : n;
+    c->fast_nursery = ot_full_nursery; /* until its first record: nursery_in_use */
+    c->take_nursery = NULL;
     c->ring_n = 0;
     c->nid = id;
 }
@@ -400,6 +401,17 @@ static bool grow_nursery(thread_counters_t *c)
     return true;
 }
 
+/* A record is about to go into c's nursery (its first, or any later one: the same stores): the
+ * inline free looks there from now on, and the inline fills take a nursery without a ring. Before
+ * the record is filled: a free in a signal handler may look for it at once, and the out-of-line
+ * paths do not look in the thread's own nursery. */
+static inline __attribute__((always_inline)) void nursery_in_use(thread_counters_t *c)
+{
+    nursery_t *n = c->nursery;
+    c->take_nursery = n;
+    if (!n->ring) c->fast_nursery = n;
+}
+
 /* Which of a set's two keys, k0 or k1, is k (0: a free way): 0, 1, or -1 for neither. */
 static inline int way_of(uint64_t k0, uint64_t k1, uint64_t k) { return k0 == k ? 0 : k1 == k ? 1 : -1; }
 
@@ -447,6 +459,7 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
             ot_table_prefetch(key);
         }
     }
+    nursery_in_use(c);
     fill_way(c, &w[way], key, val);
     if (OT_UNLIKELY(c->nursery->ring != NULL)) ring_note(c, key);
     return true;
@@ -460,8 +473,9 @@ static inline __attribute__((always_inline)) bool fill_ringed(thread_counters_t 
 {
     nursery_way_t *w = c->fast_nursery == ot_full_nursery ? free_way(c->nursery, key) : NULL;
     if (w == NULL) return false;
+    nursery_in_use(c);
     fill_counted(c, w, key, val, size);
-    ring_note(c, key);
+    if (c->nursery->ring) ring_note(c, key);
     return true;
 }
 
@@ -756,8 +770,11 @@ OT_NOINLINE void ot_live_record_host_ringed(thread_counters_t *c, uint64_t key, 
         place_host_unsited(c, key, size);
         return;
     }
+    c->take_nursery = n; /* nursery_in_use, whose fast_nursery (ring or not) is for the first fill */
+    if (OT_UNLIKELY(!n->ring)) c->fast_nursery = n;
     fill_way(c, &w[way], key, size /* ot_pack(size, HOST, 0) */);
-    atomic_store_explicit(&n->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)set, memory_order_relaxed);
+    if (OT_LIKELY(n->ring))
+        atomic_store_explicit(&n->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)set, memory_order_relaxed);
     count_alloc(c, OT_KIND_HOST, size);
 }
 

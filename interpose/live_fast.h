@@ -37,6 +37,12 @@ typedef struct thread_counters {
      * paths then find no free way and leave the fill to live.c, which writes the ring. The ring
      * costs other threads nothing, not even a test (small_churn: 2 instructions a malloc with one). */
     struct nursery *fast_nursery;
+    /* The nursery the inline free looks in: this one once the thread has filled it (live.c,
+     * nursery_in_use, before the first record goes in), NULL until then (and with it). A thread
+     * that only frees other threads' blocks (a consumer) then goes straight to live.c, without
+     * reading its empty nursery: bursty_pc 8 100000 under callgrind, 20 instructions less per free.
+     * Until the first fill fast_nursery is ot_full_nursery too, so that the fill is live.c's. */
+    struct nursery *take_nursery;
     uint64_t ring_n; /* records written to the nursery's ring (if it has one) */
     uint32_t nid;
     void *walk;                /* the stack walker's per-thread cache (unwind.c), mmap'ed */
@@ -288,8 +294,9 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
     int64_t left = c->sample_left - (int64_t)size;
     nursery_way_t *w = free_way(c->fast_nursery, key);
     if (OT_UNLIKELY(left <= 0 || w == NULL)) {
-        /* A thread with a ring (its fast nursery the full one), not sampled: live.c fills it, with
-         * what was tested here known, and no origin or second test of the above. */
+        /* A thread with a ring, or that has not filled its nursery yet (its fast nursery the full
+         * one), not sampled: live.c fills it, with what was tested here known, and no origin or
+         * second test of the above. */
         if (left <= 0 || c->fast_nursery != ot_full_nursery) return false;
         ot_live_record_host_ringed(c, key, size, left);
         return true;
@@ -398,7 +405,7 @@ static inline __attribute__((always_inline)) bool take_host_fast_on(uint64_t key
 {
     thread_counters_t *c = ot_my_counters;
     *cp = c; /* read once: not again after the take's release store */
-    return OT_LIKELY(c != NULL) && OT_LIKELY(c->nursery != NULL) && nursery_get(c->nursery, key, val, true);
+    return OT_LIKELY(c != NULL) && OT_LIKELY(c->take_nursery != NULL) && nursery_get(c->take_nursery, key, val, true);
 }
 
 static inline __attribute__((always_inline)) bool ot_live_take_host_fast(uint64_t key, uint64_t *val)
