@@ -561,6 +561,46 @@ static void *record_one(void *arg)
     return (void *)(uintptr_t)(ot_my_counters->nid + 1);
 }
 
+/* A new thread's first record, through either path, goes to its nursery, and the inline free
+ * finds it there (the nursery is looked in once the thread has filled it: take_nursery); a thread
+ * that has recorded nothing finds nothing inline and frees through live.c. */
+static _Atomic int first_inline_found[3];
+static void *first_record_paths(void *arg)
+{
+    int how = (int)(intptr_t)arg;
+    uint64_t k = key_of(47, how + 1);
+    if (how == 2) { /* records nothing: the block is another thread's */
+        atomic_store(&first_inline_found[how], ot_live_forget_host_fast(key_of(47, 100)) ? 1 : 2);
+        return NULL;
+    }
+    if (how == 0) ot_live_record(k, 24, OT_KIND_HOST, -1);
+    else rec_host(k, 24);
+    atomic_store(&first_inline_found[how], ot_live_forget_host_fast(k) ? 1 : 2);
+    return NULL;
+}
+
+TEST(first_record_is_freed_inline)
+{
+    ot_options_defaults(&ot_opt);
+    ot_opt.stacks = OT_STACKS_SAMPLED;
+    ot_opt.sample_bytes = 1ull << 40;
+    ot_totals_t a, b;
+    totals(&a);
+    rec_host(key_of(47, 100), 40); /* this thread's block, freed by the third thread */
+    for (int how = 0; how < 3; how++) {
+        pthread_t th;
+        ASSERT(pthread_create(&th, NULL, first_record_paths, (void *)(intptr_t)how) == 0);
+        pthread_join(th, NULL);
+    }
+    EXPECT_EQ_U(atomic_load(&first_inline_found[0]), 1); /* the general path's first record */
+    EXPECT_EQ_U(atomic_load(&first_inline_found[1]), 1); /* the inline path's (live.c's first fill) */
+    EXPECT_EQ_U(atomic_load(&first_inline_found[2]), 2); /* nothing recorded: not looked for inline */
+    EXPECT(forget_host(key_of(47, 100)));                /* still live, found by live.c */
+    totals(&b);
+    EXPECT_EQ_U(b.count, a.count);
+    EXPECT_EQ_U(b.bytes, a.bytes);
+}
+
 TEST(many_threads_find_by_hint)
 {
     ot_options_defaults(&ot_opt);
@@ -1044,4 +1084,4 @@ TEST(thread_handoff_churn)
 }
 
 TEST_MAIN(walk_cache_by_stacks_mode, full_set_borrows_its_buddy, long_lived_phase_goes_to_the_table, blocks_others_free_grow_the_nursery, long_lived_phase_frees_a_stale_nursery_record, churn_never_enters_a_long_lived_phase, record_stack_starts_at_hook_caller, peak_follows_the_level, lean_path_samples, single_thread_exact, walk_sees_nursery_and_table, late_destructors_after_release, stale_record_is_replaced, terabyte_blocks_keep_their_size, take_and_put_back, cross_thread_frees_exact,
-          records_of_exited_threads, host_paths_exact, many_threads_find_by_hint, search_order_follows_last_find, thread_handoff_churn)
+          records_of_exited_threads, host_paths_exact, first_record_is_freed_inline, many_threads_find_by_hint, search_order_follows_last_find, thread_handoff_churn)
