@@ -658,7 +658,10 @@ bool ot_cuda_active(void);
  * at a time (a try-lock: the others skip); no malloc, no lock waited on, on the allocation path. */
 #define OT_RECORDER_MIN_BYTES (8ll << 20)
 #define OT_RECORDER_LARGE_BYTES (1ull << 20) /* allocations this big go into the large ring */
-extern OT_HIDDEN uint64_t ot_recorder_large_min; /* UINT64_MAX while the recorder is off */
+/* The smallest allocation that goes into the large ring; OT_SIZE_BIG while the recorder is off (a
+ * block that big calls ot_recorder_large, which then does nothing), never above it: stacks=all's
+ * inline path (live_fast.h) takes only blocks below it, so every large one reaches record_body. */
+extern OT_HIDDEN uint64_t ot_recorder_large_min;
 void ot_recorder_init(void);                     /* after the options; creates nothing */
 void ot_recorder_on_level(int cls, int64_t level); /* live.c's level flush: class 0 host, 1 device */
 void ot_recorder_large(uint64_t size, unsigned kind, int device, uint32_t site);

@@ -354,12 +354,16 @@ void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size)
  * call site noted: the site is counted (inline by its owner thread, sites_fast.h) and the block
  * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Any
  * other stack goes to ot_live_record_host_unnoted. Returns false, having changed nothing, for a
- * thread without a nursery or a huge block: the caller then calls ot_live_record. */
+ * thread without a nursery or a block that is huge or large for the flight recorder (its large
+ * ring: before, such a block whose stack was the last walk never reached it): the caller then calls
+ * ot_live_record. */
 static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const void *frame, uint64_t key,
                                                                           uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
-    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= OT_SIZE_BIG) || OT_UNLIKELY(c->nursery == NULL)) return false;
+    /* Not huge, nor large for the flight recorder (whose ring record_body writes). */
+    if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= ot_recorder_large_min) || OT_UNLIKELY(c->nursery == NULL))
+        return false;
     const ot_origin_t origin = ot_origin_of(frame);
     uint32_t site = ot_live_noted(&origin, ot_note_tag(OT_KIND_HOST, -1));
     if (OT_UNLIKELY(site == 0)) {

@@ -18,7 +18,7 @@
 #include "internal.h"
 #include "recorder_format.h"
 
-uint64_t ot_recorder_large_min = UINT64_MAX;
+uint64_t ot_recorder_large_min = OT_SIZE_BIG;
 
 /* RS_WAITING: below the threshold, no file yet. RS_EXEC: an exec is under way (no new file). */
 enum { RS_OFF = 0, RS_WAITING = 1, RS_LIVE = 2, RS_EXEC = 3, RS_CLOSED = 4 };
@@ -823,7 +823,7 @@ void ot_recorder_init(void)
     if (!ot_opt.recorder) return;
     layout(ot_opt.recorder_bytes);
     uint64_t large = ot_opt.stack_min_bytes > OT_RECORDER_LARGE_BYTES ? ot_opt.stack_min_bytes : OT_RECORDER_LARGE_BYTES;
-    ot_recorder_large_min = large;
+    ot_recorder_large_min = large < OT_SIZE_BIG ? large : OT_SIZE_BIG;
     g_min_level = ot_opt.recorder_min_bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ot_opt.recorder_min_bytes;
     atomic_store(&g_state, RS_WAITING);
     /* The launcher's child, asked for a final report or a leak check, gets its file at once, whatever

@@ -42,6 +42,17 @@ else
     check recorder_killed_history j "len(k['history']) >= 3 and k['history'][-1]['live_host'] >= 64<<20 and k['history'][-1]['rss'] > 60<<20"
     check recorder_killed_large_ring j "len(k['large']) >= 64 and k['large'][-1]['size'] == 1<<20 and k['large'][-1]['stack'][0]['function'] == 'grow_buffers'"
 fi
+# stacks=all: every large block reaches the ring, those whose stack is the last walk (the inline
+# path's) included
+S=$T/state-all; mkdir -m 700 "$S"
+start killed_all "state_dir=$S:stacks=all" 64 1024 hold
+finish
+f=$(ls "$S"/oomtrace-"$PID"-*.rec 2>/dev/null | head -n1)
+if [ -z "$PID" ] || [ -z "$f" ] || ! pm "$f" "$T/killed_all.json"; then
+    fail recorder_stacks_all_large_ring "no state file or report for pid ${PID:-?} in $S: $(ls "$S")"
+else
+    check recorder_stacks_all_large_ring python3 -c "import json,sys; k=json.load(open('$T/killed_all.json'))['killed']; sys.exit(0 if len(k['large']) >= 64 and k['large'][-1]['stack'][0]['function'] == 'grow_buffers' else 1)"
+fi
 check recorder_not_in_cwd bash -c "! ls '$T' | grep -q '\.rec$'"
 
 # --- normal ends leave nothing; a small program makes nothing
