@@ -787,7 +787,7 @@ static inline step_entry_t *step_slot(walk_t *w, uintptr_t ip)
 /* memo_step through the step cache (w busy, its steps attached and of this code generation), from
  * an 8-byte aligned sp (memo_key_live tests frame 0's): a cached step keeps it aligned (its offset
  * is), and a step that does not is not taken (R_NONE: the walk then steps it itself). The test per
- * step this replaced cost the probe 8 instructions (recursive_stacks 5000, stacks=all). */
+ * step this replaced cost the probe 5 instructions (recursive_stacks 5000, stacks=all: 1.9 M). */
 static inline __attribute__((always_inline)) unsigned memo_step_cached(walk_t *w, uintptr_t *ip, uintptr_t *sp,
                                                                        uintptr_t *bp)
 {
