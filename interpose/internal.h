@@ -803,6 +803,7 @@ typedef struct {
 } ot_leak_scan_t;
 /* Runs the scan; false when it could not run at all (out of memory). The arrays stay mapped. */
 bool ot_leak_scan(ot_leak_scan_t *out);
+extern OT_HIDDEN bool ot_leak_plain_scan; /* tests: the scan's plain word loop even where the CPU has AVX2 */
 
 /* ------------------------------------------------------------------ leak_report.c
  * Groups the scan by call site, applies suppressions, writes text, JSON and JUnit. */
