@@ -28,8 +28,11 @@ ot() {
     python3 - "$d" <<'EOF'
 import json, glob, sys
 b = s = 0
-for f in glob.glob(sys.argv[1] + "/r.*.0.json"):
-    t = json.load(open(f))["totals"]["lost"]
+for f in glob.glob(sys.argv[1] + "/r.*.json"):  # every process's reports: the leak check's only
+    r = json.load(open(f))
+    if r.get("event") != "leak_check":
+        continue
+    t = r["totals"]["lost"]
     b += t["host"]["bytes"] + t["device"]["bytes"]; s += t["host"]["sites"] + t["device"]["sites"]
 print(b, s)
 EOF
