@@ -465,18 +465,28 @@ static inline __attribute__((always_inline)) bool nursery_put(thread_counters_t 
     return true;
 }
 
-/* The fast paths' fill of a free way, with the ring's entry, for a thread whose nursery has a ring
- * (c->fast_nursery is ot_full_nursery: they leave it to us, so that other threads' mallocs pay
- * nothing for rings). False, having changed nothing, where the set has no free way. */
+/* The fill the fast paths leave to live.c (c->fast_nursery is ot_full_nursery: a nursery with a
+ * ring, so that other threads' mallocs pay nothing for rings, or one not filled yet): a free way
+ * of the set, the ring's entry (the set computed once), then the counts, whose rare fold is then
+ * the last call. False, having changed nothing, where the set has no free way. */
+static inline __attribute__((always_inline)) bool fill_left_to_us(thread_counters_t *c, uint64_t key, uint64_t val,
+                                                                   uint64_t size)
+{
+    unsigned set = nursery_set(c->nursery, key);
+    nursery_way_t *w = free_way_at(c->nursery, set, key);
+    if (w == NULL) return false;
+    nursery_in_use(c);
+    fill_way(c, w, key, val);
+    if (c->nursery->ring != NULL) ring_note_at(c, set);
+    count_alloc(c, OT_KIND_HOST, size);
+    return true;
+}
+
+/* The same where the fast path may not have left it to us (ot_live_record_host_sited). */
 static inline __attribute__((always_inline)) bool fill_ringed(thread_counters_t *c, uint64_t key, uint64_t val,
                                                                uint64_t size)
 {
-    nursery_way_t *w = c->fast_nursery == ot_full_nursery ? free_way(c->nursery, key) : NULL;
-    if (w == NULL) return false;
-    nursery_in_use(c);
-    fill_counted(c, w, key, val, size);
-    if (c->nursery->ring) ring_note(c, key);
-    return true;
+    return c->fast_nursery == ot_full_nursery && fill_left_to_us(c, key, val, size);
 }
 
 /* Looks for key in nursery `id`, another thread's (NG_NO for an id not in use, or our own);
@@ -530,13 +540,20 @@ static inline __attribute__((always_inline)) bool ring_prefetch(thread_counters_
  * thread frees of another's come in the order they were allocated: the set of one a few frees
  * ahead, from the owner's ring where it has one, else the next chunk's (as often as not one chunk
  * follows another), in that nursery is fetched now. */
-static inline void prefetch_after_find(thread_counters_t *me, uint32_t where, nursery_t *n, uint64_t key, uint64_t val)
+static inline __attribute__((always_inline)) void prefetch_after_find_at(thread_counters_t *me, uint32_t where,
+                                                                          nursery_t *n, unsigned set, uint64_t key,
+                                                                          uint64_t val)
 {
-    bool ringed = n && n->ring && me && ring_prefetch(me, where, n, (uint16_t)nursery_set(n, key));
-    if (n && !ringed) {
+    bool ringed = n->ring && me && ring_prefetch(me, where, n, (uint16_t)set);
+    if (!ringed) {
         uint64_t next = key + ((ot_unpack_size(val) + 8 + 15) & ~15ull);
         __builtin_prefetch(n->slot[nursery_set(n, next)], 1, 3);
     }
+}
+
+static inline void prefetch_after_find(thread_counters_t *me, uint32_t where, nursery_t *n, uint64_t key, uint64_t val)
+{
+    if (n) prefetch_after_find_at(me, where, n, nursery_set(n, key), key, val);
 }
 
 /* Finds a block's record wherever it is (own nursery, table, other nurseries) and, if take,
@@ -747,39 +764,24 @@ void ot_live_record_from(const ot_origin_t *origin, uint64_t key, uint64_t size,
     record_body(origin, key, size, kind, device, ASKED_NONE, 0);
 }
 
-/* ot_live_record_host_fast's case for a thread whose nursery has a ring (c->fast_nursery is
- * ot_full_nursery): a host block below the full-stack size, not huge, not sampled (left: the
- * sample gap after it, above 0). A free way of its set takes it, with the ring's entry, the set
- * computed once; any other case is place()'s, as in record_body without a stack. Called straight
- * from the fast path, not through ot_live_record_host_from, whose origin, second eligibility test
- * and sampling branch cost a ringed producer 30 instructions a malloc (bursty_pc 8 100000,
- * callgrind). */
+/* place() for a host block without a site, out of line (ot_live_record_host_fill's rare case). */
 static OT_NOINLINE void place_host_unsited(thread_counters_t *c, uint64_t key, uint64_t size)
 {
     place(c, key, size, OT_KIND_HOST, 0);
 }
 
-/* (place() apart, so that the fill saves no registers: 16 instructions a fill less; the ring's
- * entry before the counts, whose rare fold is then the last call.) */
-OT_NOINLINE void ot_live_record_host_ringed(thread_counters_t *c, uint64_t key, uint64_t size, int64_t left)
+/* The fill ot_live_record_host_fast leaves to live.c (c->fast_nursery is ot_full_nursery): a
+ * thread whose nursery has a ring, or that has not filled its nursery yet (nursery_in_use). A host
+ * block below the full-stack size, not huge, not sampled (left: the sample gap after it, above
+ * 0). A free way of its set takes it (fill_left_to_us); any other case is place()'s, as in
+ * record_body without a stack. Called straight from the fast path, not
+ * through ot_live_record_host_from, whose origin, second eligibility test and sampling branch cost
+ * a ringed producer 30 instructions a malloc (bursty_pc 8 100000, callgrind); place() apart, so
+ * that the fill saves no registers (16 instructions a fill less). */
+OT_NOINLINE void ot_live_record_host_fill(thread_counters_t *c, uint64_t key, uint64_t size, int64_t left)
 {
     c->sample_left = left;
-    nursery_t *n = c->nursery;
-    unsigned set = nursery_set(n, key);
-    nursery_way_t *w = n->slot[set];
-    uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
-    uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
-    int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
-    if (OT_UNLIKELY(way < 0 || k0 == key || k1 == key)) { /* not free_way's case */
-        place_host_unsited(c, key, size);
-        return;
-    }
-    c->take_nursery = n; /* nursery_in_use, whose fast_nursery (ring or not) is for the first fill */
-    if (OT_UNLIKELY(!n->ring)) c->fast_nursery = n;
-    fill_way(c, &w[way], key, size /* ot_pack(size, HOST, 0) */);
-    if (OT_LIKELY(n->ring))
-        atomic_store_explicit(&n->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)set, memory_order_relaxed);
-    count_alloc(c, OT_KIND_HOST, size);
+    if (OT_UNLIKELY(!fill_left_to_us(c, key, size /* ot_pack(size, HOST, 0) */, size))) place_host_unsited(c, key, size);
 }
 
 void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t size)
@@ -809,14 +811,7 @@ OT_NOINLINE void ot_live_record_host_unnoted(const void *frame, uint64_t key, ui
         record_host_walked(&origin, key, size, searched);
         return;
     }
-    thread_counters_t *c = my_counters;
-    if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
-    nursery_way_t *w = free_way(c->fast_nursery, key);
-    if (OT_UNLIKELY(w == NULL)) {
-        ot_live_record_host_sited(c, key, size, site);
-        return;
-    }
-    fill_counted(c, w, key, ot_pack(size, OT_KIND_HOST, site), size);
+    ot_live_place_sited(my_counters, key, size, site);
 }
 
 /* A site's counts for a block of weight w that stops being live: by the owner thread inline
@@ -898,14 +893,8 @@ static OT_NOINLINE bool forget_where_last(thread_counters_t *c, uint64_t key)
     if (OT_LIKELY(n != NULL) && OT_LIKELY(n != c->nursery)) {
         unsigned set = nursery_set(n, key);
         uint64_t val;
-        int r = set_find(n->slot[set], key, &val, true, false);
-        if (r == NG_NO) r = set_find(n->slot[nursery_buddy(set)], key, &val, true, false);
-        if (r == NG_FOUND) {
-            bool ringed = n->ring && ring_prefetch(c, id + 1, n, (uint16_t)set);
-            if (!ringed) {
-                uint64_t next = key + ((ot_unpack_size(val) + 8 + 15) & ~15ull);
-                __builtin_prefetch(n->slot[nursery_set(n, next)], 1, 3);
-            }
+        if (nursery_find_at(n, set, key, &val, true, false) == NG_FOUND) {
+            prefetch_after_find_at(c, id + 1, n, set, key, val);
             account_taken(c, key, val);
             return true;
         }

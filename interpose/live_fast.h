@@ -176,13 +176,18 @@ static inline __attribute__((always_inline)) int set_find(nursery_way_t *w, uint
  * cannot race with its own eviction); another thread takes with a CAS, which fails if the owner
  * has meanwhile marked the way MOVING. NG_MOVING: the record is on its way to the table. The
  * key's set is looked at first, then its buddy. */
-static inline __attribute__((always_inline)) int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take,
-                                                              bool owner)
+static inline __attribute__((always_inline)) int nursery_find_at(nursery_t *n, unsigned set, uint64_t key,
+                                                                 uint64_t *val, bool take, bool owner)
 {
-    unsigned set = nursery_set(n, key);
     int r = set_find(n->slot[set], key, val, take, owner);
     if (OT_LIKELY(r != NG_NO)) return r;
     return set_find(n->slot[nursery_buddy(set)], key, val, take, owner);
+}
+
+static inline __attribute__((always_inline)) int nursery_find(nursery_t *n, uint64_t key, uint64_t *val, bool take,
+                                                              bool owner)
+{
+    return nursery_find_at(n, nursery_set(n, key), key, val, take, owner);
 }
 
 static inline bool nursery_get(nursery_t *n, uint64_t key, uint64_t *val, bool take)
@@ -233,13 +238,18 @@ static inline __attribute__((always_inline)) void count_free(thread_counters_t *
  * NULL otherwise: nursery_put then tries the buddy. The buddy is not searched for such a stale
  * record here: one left there stays counted live, as one does where the block's next record goes
  * to another thread's nursery or to the table. */
-static inline __attribute__((always_inline)) nursery_way_t *free_way(nursery_t *n, uint64_t key)
+static inline __attribute__((always_inline)) nursery_way_t *free_way_at(nursery_t *n, unsigned set, uint64_t key)
 {
-    nursery_way_t *w = n->slot[nursery_set(n, key)];
+    nursery_way_t *w = n->slot[set];
     uint64_t k0 = atomic_load_explicit(&w[0].key, memory_order_relaxed);
     uint64_t k1 = atomic_load_explicit(&w[1].key, memory_order_relaxed);
     int way = k0 == 0 ? 0 : k1 == 0 ? 1 : -1;
     return OT_LIKELY(way >= 0 && k0 != key && k1 != key) ? &w[way] : NULL;
+}
+
+static inline __attribute__((always_inline)) nursery_way_t *free_way(nursery_t *n, uint64_t key)
+{
+    return free_way_at(n, nursery_set(n, key), key);
 }
 
 /* Fills way w of this thread's nursery with a record (the value before the key that publishes it).
@@ -255,11 +265,14 @@ static inline __attribute__((always_inline)) void fill_way(thread_counters_t *c,
 }
 
 /* The set of a record just filled in this thread's grown nursery, at the end of its ring. */
+static inline __attribute__((always_inline)) void ring_note_at(thread_counters_t *c, unsigned set)
+{
+    atomic_store_explicit(&c->nursery->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)set, memory_order_relaxed);
+}
+
 static inline __attribute__((always_inline)) void ring_note(thread_counters_t *c, uint64_t key)
 {
-    nursery_t *n = c->nursery;
-    atomic_store_explicit(&n->ring[c->ring_n++ & (NURSERY_RING - 1)], (uint16_t)nursery_set(n, key),
-                          memory_order_relaxed);
+    ring_note_at(c, nursery_set(c->nursery, key));
 }
 
 /* Way w (free_way's) of this thread's nursery filled with a host block's record, and the block
@@ -285,7 +298,7 @@ static inline __attribute__((always_inline)) bool host_fill_eligible(const threa
  * ot_live_record. (It takes only the free-way case of live.c's nursery_put, free_way and fill_way,
  * on purpose: nursery_put, with its stale-record and eviction branches, costs six saved registers
  * and ~15 instructions per malloc: measured with callgrind on small_churn.) */
-void ot_live_record_host_ringed(thread_counters_t *c, uint64_t key, uint64_t size, int64_t left);
+void ot_live_record_host_fill(thread_counters_t *c, uint64_t key, uint64_t size, int64_t left);
 
 static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint64_t key, uint64_t size)
 {
@@ -298,7 +311,7 @@ static inline __attribute__((always_inline)) bool ot_live_record_host_fast(uint6
          * one), not sampled: live.c fills it, with what was tested here known, and no origin or
          * second test of the above. */
         if (left <= 0 || c->fast_nursery != ot_full_nursery) return false;
-        ot_live_record_host_ringed(c, key, size, left);
+        ot_live_record_host_fill(c, key, size, left);
         return true;
     }
     c->sample_left = left;
@@ -350,6 +363,21 @@ static inline uint32_t ot_live_noted_others(const ot_origin_t *origin, uint32_t 
 void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site);
 void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size);
 
+/* A stacks=all host block whose call site is known (site): the site counted (inline by its owner
+ * thread, sites_fast.h), the block in a free way of its nursery set inline, or else through
+ * ot_live_record_host_sited. */
+static inline __attribute__((always_inline)) void ot_live_place_sited(thread_counters_t *c, uint64_t key, uint64_t size,
+                                                                       uint32_t site)
+{
+    if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
+    nursery_way_t *w = free_way(c->fast_nursery, key); /* read here, not kept across the calls above */
+    if (OT_UNLIKELY(w == NULL)) {
+        ot_live_record_host_sited(c, key, size, site);
+        return;
+    }
+    fill_counted(c, w, key, ot_pack(size, OT_KIND_HOST, site), size);
+}
+
 /* A host malloc under stacks=all. In the common case the stack is the thread's last walk with its
  * call site noted: the site is counted (inline by its owner thread, sites_fast.h) and the block
  * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Any
@@ -370,13 +398,7 @@ static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const 
         ot_live_record_host_unnoted(frame, key, size);
         return true;
     }
-    if (OT_UNLIKELY(!ot_sites_owner_count(site, (int64_t)size, 1, size, 1))) ot_sites_on_alloc(site, size, false);
-    nursery_way_t *w = free_way(c->fast_nursery, key); /* read here, not kept across the calls above */
-    if (OT_UNLIKELY(w == NULL)) {
-        ot_live_record_host_sited(c, key, size, site);
-        return true;
-    }
-    fill_counted(c, w, key, ot_pack(size, OT_KIND_HOST, site), size);
+    ot_live_place_sited(c, key, size, site);
     return true;
 }
 

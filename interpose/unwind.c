@@ -834,6 +834,21 @@ static inline memo_key_t memo_key(const walk_t *w, uint64_t h)
 }
 static inline uint64_t memo_key_start(uintptr_t ip0, uintptr_t sp0) { return ip0 ^ (sp0 << 9) ^ (sp0 >> 3); }
 
+/* One key frame more (memo_key_live): R_STEP with its return address folded into *h and kept in
+ * *kip; R_LAST where the stack ends (a zero return address, or its last frame), which ends the
+ * key; R_NONE where a step is not cached now. */
+static inline __attribute__((always_inline)) unsigned memo_key_step(walk_t *w, uintptr_t *ip, uintptr_t *sp,
+                                                                    uintptr_t *bp, uint64_t *h, uintptr_t *kip)
+{
+    if (*ip == 0) return R_LAST;
+    unsigned k = memo_step_cached(w, ip, sp, bp);
+    if (k == R_STEP) {
+        *h = memo_fold(*h, *ip);
+        *kip = *ip;
+    }
+    return k;
+}
+
 /* The key of the live stack from frame 0 (ip, sp, bp), for a request of max frames, read off it as
  * the walk reads it (memo_step): a frame is stepped to where max leaves room for it and the stack
  * goes on. A kept walk's key comes from its own frames (memo_keep_key), which hold the same values
@@ -850,37 +865,21 @@ static inline bool memo_key_live(walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_
     kip[1] = kip[2] = kip[3] = 0; /* three stores, where a loop after the steps cost 21 instructions */
     unsigned j = 2;
     if (OT_LIKELY(max >= MEMO_KEY_FRAMES)) {
-        /* The usual request: frames 2 to 4 stepped without the loop's bound (15 instructions a
-         * probe). A step that ends the stack ends the key there (R_LAST), as it ends the loop. */
+        /* The usual request: a constant bound, so the loop unrolls (15 instructions a probe). */
         _Static_assert(MEMO_KEY_FRAMES == 5, "three steps below");
-#define KEY_STEP(J)                                                                                                   \
-    do {                                                                                                              \
-        if (ip == 0) goto stepped;                                                                                    \
-        unsigned k = memo_step_cached(w, &ip, &sp, &bp);                                                              \
-        if (k != R_STEP) {                                                                                            \
-            if (k == R_NONE) return false;                                                                            \
-            goto stepped;                                                                                             \
-        }                                                                                                             \
-        h = memo_fold(h, ip);                                                                                         \
-        kip[(J) - 1] = ip;                                                                                            \
-        j = (J) + 1;                                                                                                  \
-    } while (0)
-        KEY_STEP(2);
-        KEY_STEP(3);
-        KEY_STEP(4);
-#undef KEY_STEP
-    } else {
-        for (; j < max && ip != 0; j++) {
-            unsigned k = memo_step_cached(w, &ip, &sp, &bp);
-            if (k != R_STEP) {
+#pragma GCC unroll 3
+        for (unsigned k; j < MEMO_KEY_FRAMES; j++)
+            if ((k = memo_key_step(w, &ip, &sp, &bp, &h, &kip[j - 1])) != R_STEP) {
                 if (k == R_NONE) return false;
                 break;
             }
-            h = memo_fold(h, ip);
-            kip[j - 1] = ip;
-        }
+    } else {
+        for (unsigned k; j < max; j++)
+            if ((k = memo_key_step(w, &ip, &sp, &bp, &h, &kip[j - 1])) != R_STEP) {
+                if (k == R_NONE) return false;
+                break;
+            }
     }
-stepped:
     *nkey = j;
     *mk = memo_key(w, h);
     return true;

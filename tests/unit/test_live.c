@@ -895,7 +895,7 @@ static void *burst_producer(void *arg)
     for (long b = 0; b < BURSTS; b++) {
         for (long i = 0; i < bc->size; i++) {
             /* Every other block through the hooks' inline path, which hands a grown (ringed)
-             * nursery's fills to ot_live_record_host_ringed: both write the ring the consumer
+             * nursery's fills to ot_live_record_host_fill: both write the ring the consumer
              * follows. */
             if (i & 1) rec_host(key_of(63, b * bc->size + i), 32);
             else ot_live_record(key_of(63, b * bc->size + i), 32, OT_KIND_HOST, -1);
