@@ -141,6 +141,7 @@ static void sort_blocks(ot_leak_block_t *a, size_t n)
  * blocks come in the table's order, by hash). false where that array cannot be had (the caller
  * sorts in place instead). Stable, so equal addresses keep their order. */
 #define RADIX_BITS 11
+#define RADIX_MIN 4096 /* fewer blocks: the quicksort in place, no second array */
 static bool radix_sort_blocks(ot_leak_block_t *a, size_t n)
 {
     uintptr_t differ = 0;
@@ -711,7 +712,7 @@ bool ot_leak_scan(ot_leak_scan_t *out)
     sort_own();
     ot_live_walk(collect_fn, NULL);
     if (S.dropped) note("blocks allocated during the check were left out");
-    if (S.n < 4096 || !radix_sort_blocks(S.b, S.n)) sort_blocks(S.b, S.n);
+    if (S.n < RADIX_MIN || !radix_sort_blocks(S.b, S.n)) sort_blocks(S.b, S.n);
     /* Drop duplicates (a record seen in a nursery and in the table while it moved). */
     size_t w = 0;
     for (size_t i = 0; i < S.n; i++)
