@@ -67,13 +67,18 @@ typedef struct thread_counters {
     struct thread_counters *next;
 } thread_counters_t;
 
-/* x 2 ways x 16 bytes = 128 KiB per thread (mapped, touched only where its sets are used: a set
+/* x 2 ways x 16 bytes = 256 KiB per thread (mapped, touched only where its sets are used: a set
  * follows the block's address, so a thread with few blocks touches few pages). Threads that hand
  * their live set on (handoff_server: 4,000 blocks per lane, replaced at random) keep it in their
- * nurseries at 8,192 records; at 2,048 half of their mallocs moved a record to the table and half
- * of their frees took one out (callgrind, handoff_server 2 40 10000 4000: 617 M instructions at
- * 1,024 sets, 365 M at 4,096, 179 M without oomtrace). */
-#define NURSERY_SETS 4096
+ * nurseries; at 2,048 records half of their mallocs moved a record to the table and half of their
+ * frees took one out (callgrind, handoff_server 2 40 10000 4000: 617 M instructions at 1,024 sets,
+ * 365 M at 4,096, 179 M without oomtrace). At 4,096 sets a lane's blocks, at an allocator's
+ * addresses, still fell three or more to a set often enough that 3.7% of handoff_server 8's mallocs
+ * evicted (about 720 instructions each, with the free that then searched): handoff_server
+ * 8 40 10000 4000 ran 1,669 M instructions at 4,096 sets, 1,458 M at 8,192 (bursty_pc 8 100000:
+ * 282 M and 287 M, its producers growing a little later; small_churn and producer_consumer
+ * unchanged). */
+#define NURSERY_SETS 8192
 /* A thread whose blocks other threads free, in numbers its nursery cannot hold (a producer:
  * bursty_pc, up to 65,536 live per producer), gets a nursery of this many sets instead (live.c,
  * note_eviction): 1 MiB mapped, touched as it fills. Its records then cost it two plain stores,
