@@ -839,11 +839,12 @@ TEST(churn_never_enters_a_long_lived_phase)
 }
 
 /* A producer whose blocks another thread frees, in bursts larger than its nursery (bursty_pc):
- * once a window has evicted 1 in 4 and the producer freed none of them itself, it gets a nursery
+ * once a window has evicted 1 in 4 and the producer freed few of them itself, it gets a nursery
  * of NURSERY_SETS_GROWN sets, which holds such bursts; bursts too large for that one too start a
- * run, whose records go to the table, where the consumer's frees look first. The same bursts
- * freed by the producer itself keep the first nursery and no run (their evictions are well under
- * 9 in 10). Every free finds its record, the old nursery's included. */
+ * run, whose records go to the table, where the consumer's frees look first. A producer that frees
+ * half of the same blocks itself, or frees smaller bursts itself, keeps the first nursery and no
+ * run (their evictions are well under 9 in 10). Every free finds its record, the old nursery's
+ * included. */
 #define BURSTS 6
 /* The address of a producer's x-th block, as an allocator hands out blocks of mixed sizes: 2..16
  * granules after the one before (9 on average), so the blocks' nursery sets follow each other with
@@ -948,17 +949,19 @@ TEST(blocks_others_free_grow_the_nursery)
     ot_opt.sample_bytes = 1ull << 40; /* no sampled block */
     /* Bursts of nearly 1.5 nurseries' records (two ways a set), at addresses spread as an
      * allocator's are (burst_key): the windows inside a burst evict a third to two thirds of their
-     * allocations (a producer's share, not a keeper's: note_eviction). Case 2's bursts, of a third
+     * allocations (a producer's share, not a keeper's: note_eviction). SELF's bursts, of a third
      * as many blocks, freed by the producer itself, evict too few for either. (A thread's first
-     * burst several windows long looks like a producer's whoever frees it: it grows.) Case 1's
-     * bursts live as long as case 0's, but the producer frees every other block as it goes: it
-     * frees too much of what it allocates to be taken for a producer, and keeps its nursery. */
+     * burst several windows long looks like a producer's whoever frees it: it grows.) HALVES'
+     * bursts live as long as GROWS', but the producer frees every other block as it goes: it frees
+     * too much of what it allocates to be taken for a producer, and keeps its nursery. */
     const long burst = 3L * NURSERY_SETS - NURSERY_SETS / 16;
-    burst_case_t cases[] = {{.others = 1, .size = burst},
-                            {.others = 1, .size = 2 * burst, .halves = 1},
-                            {.others = 0, .size = NURSERY_SETS},
-                            {.others = 1, .size = 5 * NURSERY_SETS_GROWN / 2},
-                            {.others = 1, .size = burst, .reverse = 1}};
+    /* In this order: each case's thread takes the record an earlier one left (its nursery too). */
+    enum { GROWS, HALVES, SELF, OVERFLOWS, REVERSED };
+    burst_case_t cases[] = {[GROWS] = {.others = 1, .size = burst},
+                            [HALVES] = {.others = 1, .size = 2 * burst, .halves = 1},
+                            [SELF] = {.others = 0, .size = NURSERY_SETS},
+                            [OVERFLOWS] = {.others = 1, .size = 5 * NURSERY_SETS_GROWN / 2},
+                            [REVERSED] = {.others = 1, .size = burst, .reverse = 1}};
     for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         burst_case_t *bc = &cases[c];
         ot_totals_t a, b;
@@ -967,23 +970,25 @@ TEST(blocks_others_free_grow_the_nursery)
         ASSERT(pthread_create(&th, NULL, burst_producer, bc) == 0);
         pthread_join(th, NULL);
         totals(&b);
+        const char *by = bc->halves ? "both threads, half each" : bc->others ? "another thread" : "the producer";
         printf("  bursts of %ld freed by %s: nursery of %u sets, %s, %ld of the last burst in the table\n", bc->size,
-               bc->halves ? "both threads, half each" : bc->others ? "another thread" : "the producer", bc->sets, bc->run ? "a run" : "no run", bc->in_table);
+               by, bc->sets, bc->run ? "a run" : "no run", bc->in_table);
+        bool grows = bc->others && !bc->halves;
         EXPECT_EQ_U(bc->misses, 0);
         EXPECT_EQ_U(b.count, a.count);
         EXPECT_EQ_U(b.bytes, a.bytes);
-        EXPECT_EQ_U(bc->sets, bc->others && !bc->halves ? NURSERY_SETS_GROWN : NURSERY_SETS);
+        EXPECT_EQ_U(bc->sets, grows ? NURSERY_SETS_GROWN : NURSERY_SETS);
         /* Faulted in for writing when it was mapped: a set read before its first write would map
          * the zero page, and the write replace it with a TLB flush on every CPU (ot_prefault). */
-        if (bc->others && !bc->halves) {
+        if (grows) {
             printf("  the grown nursery, one record after it was mapped: %ld of %ld pages resident\n",
                    bc->grown_resident, bc->grown_pages);
             EXPECT(bc->grown_pages > 200);
             EXPECT_EQ_U(bc->grown_resident, bc->grown_pages);
         }
-        /* The last burst went to the grown nursery (case 0) and was freed by another thread in
+        /* The last burst went to the grown nursery (GROWS) and was freed by another thread in
          * allocation order: the consumer followed the producer's ring, one place per free. */
-        if (c == 0) {
+        if (c == GROWS) {
             printf("  the last burst's consumer followed ring %u (the producer's nursery %u) %ld places for %ld frees\n",
                    bc->last_ring_src, bc->nid, bc->last_ring_steps, bc->size - 1);
             EXPECT_EQ_U(bc->last_ring_src, bc->nid + 1);
@@ -993,16 +998,16 @@ TEST(blocks_others_free_grow_the_nursery)
         /* Freed in the other order, the consumer never finds its place in the ring for long: its
          * place moves on a few times at most (it backs off after each miss: live.c, ring_prefetch),
          * while every free still finds its record (misses 0, totals exact, above). */
-        if (c == 4) {
+        if (c == REVERSED) {
             printf("  freed last block first: %ld places for %ld frees\n", bc->last_ring_steps, bc->size - 1);
             EXPECT(bc->last_ring_steps < bc->size / 16);
         }
-        EXPECT_EQ_U(bc->run, c == 3);
+        EXPECT_EQ_U(bc->run, c == OVERFLOWS);
         /* The grown nursery holds nearly all of a burst: only the blocks of a set that more than
          * two of them fall in go to the table (249 of 24,064 when this was written). */
-        if (c == 0 || c == 4) EXPECT(bc->in_table * 64 < bc->size);
-        if (c == 2) EXPECT(bc->in_table > 0);     /* evicted, but too few for a run */
-        if (c == 3) EXPECT(bc->in_table >= bc->size - 2 * NURSERY_SETS_GROWN); /* all the nursery cannot hold */
+        if (c == GROWS || c == REVERSED) EXPECT(bc->in_table * 64 < bc->size);
+        if (c == SELF) EXPECT(bc->in_table > 0);     /* evicted, but too few for a run */
+        if (c == OVERFLOWS) EXPECT(bc->in_table >= bc->size - 2 * NURSERY_SETS_GROWN); /* all the nursery cannot hold */
     }
 }
 
