@@ -662,7 +662,7 @@ def main():
         w_("The thread workloads' floor `ideal_xthread.so` is the ideal record where a free finds the "
            "record in whichever thread made it: each thread's records in a 2-way array of the size of "
            "oomtrace's grown nursery (32,768 sets, 1 MiB; `ideal_xthread_small.so`, handoff_server's: "
-           "4,096 sets, its first nursery) with its set function, published in a shared list, an "
+           "as many sets as its first nursery, 8,192) with its set function, published in a shared list, an "
            "exited thread's array going to the next new thread; a free looks in its own array, then "
            "where its last cross-thread find was, then in every other one, and clears the way with a "
            "plain store. It has no protocol with the record's owner, no table for records a full set "

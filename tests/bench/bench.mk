@@ -19,7 +19,7 @@ REF_LIBS := $(REF_SRCS:tests/bench/ref/%.c=$(B)/bench/ref/%.so)
 
 $(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h tests/bench/ref/ideal_table.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $< -o $@ -ldl $(REF_LDLIBS)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fPIC -shared $(REF_DEFS) $< -o $@ -ldl $(REF_LDLIBS)
 
 # The stack floors walk with libunwind, as oomtrace does where its own walker cannot; the safe ones
 # are the other built with IDEAL_SAFE (and IDEAL_TABLE). ideal_table_shared is ideal_table built
@@ -27,6 +27,9 @@ $(B)/bench/ref/%.so: tests/bench/ref/%.c tests/bench/ref/next.h tests/bench/ref/
 $(B)/bench/ref/ideal_stacks.so $(B)/bench/ref/ideal_stacks_safe.so $(B)/bench/ref/ideal_live_safe.so: REF_LDLIBS := -lunwind
 $(B)/bench/ref/ideal_stacks_safe.so $(B)/bench/ref/ideal_live_safe.so: tests/bench/ref/ideal_stacks.c
 $(B)/bench/ref/ideal_table_shared.so: tests/bench/ref/ideal_table.c
-$(B)/bench/ref/ideal_xthread_small.so: tests/bench/ref/ideal_xthread.c
+# ideal_xthread_small's arrays are oomtrace's first nursery, whatever size live_fast.h gives it.
+$(B)/bench/ref/ideal_xthread_small.so: tests/bench/ref/ideal_xthread.c interpose/live_fast.h
+$(B)/bench/ref/ideal_xthread_small.so: REF_DEFS := \
+    -DIDEAL_SETS=$(shell sed -n 's/^\#define NURSERY_SETS \([0-9]*\)$$/\1/p' interpose/live_fast.h)
 
 bench-bins: $(REF_LIBS)

@@ -25,7 +25,8 @@ void *malloc(size_t n);
 void free(void *p);
 
 /* 32,768 sets: oomtrace's grown nursery (bursty_pc's producers need it); ideal_xthread_small.c
- * builds it with 4,096, oomtrace's nursery before it grows (handoff_server's threads never grow). */
+ * builds it with NURSERY_SETS, oomtrace's nursery before it grows (handoff_server's threads never
+ * grow). */
 #ifndef IDEAL_SETS
 #define IDEAL_SETS 32768
 #endif
