@@ -696,8 +696,16 @@ static uint64_t g_fallbacks;
  * taken from rbp rests on a saved rbp, whose check stays), so its return-address check holds. A
  * probe rejects a way on that line alone and a hit reads a third fewer checks (recursive_stacks
  * 20000: 17.9 M checks read, 11.2 M; 1,785 M instructions, 1,752 M; 100000 rounds, 11 interleaved
- * runs: 4.95x -> 4.77x). */
-#define MEMO_CHK 53
+ * runs: 4.95x -> 4.77x).
+ * An entry is 576 bytes, nine lines, not 512: an odd number of lines apart, the ways' first lines
+ * (the line every probe reads) fall in every set of the caches, where 512 bytes apart they all fell
+ * in one L2 set of every eight (and one L1 set of every eight), which held 1/8 of them at once.
+ * recursive_stacks 20000 under callgrind with this machine's caches (48 KiB 12-way L1, 2 MiB 16-way
+ * L2 as the last level): L2 read misses 519,620 -> 5,233 for the same instructions (1,539 M,
+ * 1,542 M); wall time, interleaved medians against the program alone: 100000 rounds (9 runs)
+ * 4.61x -> 4.45x, 300000 rounds (7 runs) 4.79x -> 4.53x. (448 bytes, seven lines and 45 checks,
+ * did as well; the larger entry keeps deeper stacks.) */
+#define MEMO_CHK 61
 #define MEMO_WAYS 8
 #define MEMO_KEY_FRAMES 5 /* frame 0 and frames 1-4: the key (memo_key) */
 enum { MB_IP, MB_SP, MB_FAR, MB_ZERO };
@@ -720,13 +728,13 @@ typedef struct memo {
         int32_t delta; /* value - base */
     } chk[MEMO_CHK];
 } __attribute__((aligned(64))) memo_t;
-_Static_assert(sizeof(memo_t) == 512, "a memo entry is 512 bytes");
+_Static_assert(sizeof(memo_t) == 576, "a memo entry is nine lines (an odd number: see above)");
 _Static_assert(offsetof(memo_t, bp) == 64, "a probe's compares read the entry's first line only");
 typedef struct memo_set {
     memo_t way[MEMO_WAYS];
 } memo_set_t;
 /* Each set's fingerprints, in an array of their own after the sets: a probe reads its set's 16
- * bytes (16 KiB for all sets, where the ways' first lines lie 512 bytes apart) and compares
+ * bytes (16 KiB for all sets, where the ways' first lines lie 576 bytes apart) and compares
  * only the ways whose fingerprint is the key's, instead of reading the first line of all eight
  * (recursive_stacks 20000, stacks=all, callgrind: 2.5 of a probe's 5.1 first-level read misses were
  * those lines). A filter only: a way it names is compared in full. 0: the way holds no entry. */
