@@ -698,8 +698,8 @@ static uint64_t g_fallbacks;
  * 20000: 17.9 M checks read, 11.2 M; 1,785 M instructions, 1,752 M; 100000 rounds, 11 interleaved
  * runs: 4.95x -> 4.77x).
  * An entry is 576 bytes, nine lines, not 512: an odd number of lines apart, the ways' first lines
- * (the line every probe reads) fall in every set of the caches, where 512 bytes apart they all fell
- * in one L2 set of every eight (and one L1 set of every eight), which held 1/8 of them at once.
+ * (the line every probe reads) fall in every set of the caches, where 512 bytes apart they fell
+ * only in every eighth set of L1 and of L2: for them, caches an eighth of their size.
  * recursive_stacks 20000 under callgrind with this machine's caches (48 KiB 12-way L1, 2 MiB 16-way
  * L2 as the last level): L2 read misses 519,620 -> 5,233 for the same instructions (1,539 M,
  * 1,542 M); wall time, interleaved medians against the program alone: 100000 rounds (9 runs)
@@ -728,7 +728,8 @@ typedef struct memo {
         int32_t delta; /* value - base */
     } chk[MEMO_CHK];
 } __attribute__((aligned(64))) memo_t;
-_Static_assert(sizeof(memo_t) == 576, "a memo entry is nine lines (an odd number: see above)");
+_Static_assert(sizeof(memo_t) == 576, "a memo entry is nine lines");
+_Static_assert((sizeof(memo_t) / 64) % 2 == 1, "an odd number of lines apart, entries' first lines use every cache set");
 _Static_assert(offsetof(memo_t, bp) == 64, "a probe's compares read the entry's first line only");
 typedef struct memo_set {
     memo_t way[MEMO_WAYS];
