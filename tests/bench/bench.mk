@@ -33,3 +33,12 @@ $(B)/bench/ref/ideal_xthread_small.so: REF_DEFS := \
     -DIDEAL_SETS=$(shell sed -n 's/^\#define NURSERY_SETS \([0-9]*\)$$/\1/p' interpose/live_fast.h)
 
 bench-bins: $(REF_LIBS)
+
+# recursive_stacks built with frame pointers, as Fedora and Ubuntu now build their packages: its
+# rbp-based frames take the walker's other rules, and LeakSanitizer's frame-pointer unwinder reads
+# its stacks whole (scripts/bench.sh, the depth probe's like-for-like rows; tests/e2e/unwind_verify.sh).
+$(B)/bench/recursive_stacks_fp: tests/bench/recursive_stacks.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer $< -o $@ -lpthread -ldl
+
+bench-bins: $(B)/bench/recursive_stacks_fp

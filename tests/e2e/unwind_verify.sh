@@ -87,6 +87,13 @@ if [ -x "$OT_BUILD/bench/recursive_stacks" ]; then
 else
     fail unwind_verify_recursive_stacks "$OT_BUILD/bench/recursive_stacks is not built (make tests builds it)"
 fi
+# The same built with frame pointers: its frames' CFA is rbp-based, stepped through the step
+# cache's rbp table, and every key frame's saved rbp is checked.
+if [ -x "$OT_BUILD/bench/recursive_stacks_fp" ]; then
+    MIN_NOTED=50000 verify recursive_stacks_fp 70000 "$OT_BUILD/bench/recursive_stacks_fp" 1000
+else
+    fail unwind_verify_recursive_stacks_fp "$OT_BUILD/bench/recursive_stacks_fp is not built (make tests builds it)"
+fi
 verify dlclose_loop 1000 "$OT_BUILD/targets/dlc_loop" "$OT_BUILD/targets/libdlca.so" "$OT_BUILD/targets/libdlcb.so" 200
 # Start-up: the warm-up in ot_stack_init walks only its own frames with the CFI walker. Past them
 # lie the loader's start-up frames, which the walker hands to unw_backtrace, whose first call maps

@@ -15,4 +15,4 @@ $(B)/verify/liboomtrace.so: $(filter-out $(VERIFY_SRCS:%=$(B)/obj/%.o),$(LIB_OBJ
 
 EXTRA_TEST_BINS += $(B)/verify/liboomtrace.so
 # unwind_verify.sh also checks the stacks of the bench's recursive workload, built as the bench builds it.
-EXTRA_TEST_BINS += $(B)/bench/recursive_stacks
+EXTRA_TEST_BINS += $(B)/bench/recursive_stacks $(B)/bench/recursive_stacks_fp
