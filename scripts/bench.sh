@@ -480,7 +480,8 @@ fi
 # unwinder and fast_unwind_on_malloc=0, the slow one) and by oomtrace's leak check, whose reports
 # give the lost sites each told apart and the frames of their stacks; then the best of three timed
 # runs without leaks of the program alone, LSan (both unwinders, detect_leaks=0), stacks=all, and
-# stacks=all cut to the depth LSan's fast unwinder reached (at least 2 frames).
+# stacks=all cut to the depth LSan's fast unwinder reached (at least 2 frames); then LSan and
+# stacks=all on the program built with frame pointers, where LSan's stacks are whole too.
 DEPTH=$RUN/depth.tsv
 : >"$DEPTH"
 best_of_3() { # command... -> the least wall seconds of three runs (runstat's first column)
@@ -509,6 +510,23 @@ if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
     printf 'time\tall\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all LD_PRELOAD="$LIB" "$P" "$dn")" >>"$DEPTH"
     printf 'time\tall_at_depth\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all:stack_depth=$dmax LD_PRELOAD="$LIB" \
         "$P" "$dn")" >>"$DEPTH"
+    # The same program built with frame pointers (as Fedora and Ubuntu build their packages), where
+    # LeakSanitizer's fast unwinder reads whole stacks: each recorder's whole stacks at their cost,
+    # each time × this build alone.
+    PF=$BB/recursive_stacks_fp
+    if [ -x "$PF" ]; then
+        env LSAN_OPTIONS=exitcode=0 LD_PRELOAD="$LSAN_LIB" "$PF" "$dn" 97 2>"$RUN/depth.lsan_fp.txt" >/dev/null
+        env OOMTRACE_OPTIONS="leak_check=1:leak_exitcode=0:report=$RUN/depth.all_fp.json:log=/dev/null" LD_PRELOAD="$LIB" \
+            "$PF" "$dn" 97 >/dev/null 2>&1
+        for f in lsan_fp.txt all_fp.json; do
+            printf 'stacks\t%s\t%s\n' "${f%.*}" "$("$GEN_PY" scripts/bench_report.py --stack-depth "$RUN/depth.$f")" >>"$DEPTH"
+        done
+        printf 'time\tnone_fp\t%s\n' "$(best_of_3 "$PF" "$dn")" >>"$DEPTH"
+        printf 'time\tlsan_fp\t%s\n' "$(best_of_3 env LSAN_OPTIONS=exitcode=0:detect_leaks=0 LD_PRELOAD="$LSAN_LIB" "$PF" "$dn")" >>"$DEPTH"
+        printf 'time\tall_fp\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all LD_PRELOAD="$LIB" "$PF" "$dn")" >>"$DEPTH"
+    else
+        say "recursive_stacks: $PF is not built (make bench-bins): no frame-pointer rows"
+    fi
     say "recursive_stacks: stack depth probe done ($dn rounds)"
 elif selected recursive_stacks; then
     say "recursive_stacks: no stack depth probe: $lsan_note"

@@ -220,7 +220,7 @@ def main():
     depth_time = {r[1]: fnum(r[2]) for r in depth_rows if len(r) >= 3 and r[0] == "time"}
 
     def depth_ratio(v):
-        b = depth_time.get("none", float("nan"))
+        b = depth_time.get("none_fp" if v.endswith("_fp") else "none", float("nan"))
         x = depth_time.get(v, float("nan"))
         return x / b if b == b and x == x and b > 0 else float("nan")
 
@@ -497,6 +497,11 @@ def main():
                     f"cut to {depth_meta.get('depth', '?')} frames stacks=all costs {fmt_ratio(depth_ratio('all_at_depth'))} "
                     f"against LeakSanitizer's {fmt_ratio(depth_ratio('lsan'))}, and LeakSanitizer walking whole stacks "
                     f"(fast_unwind_on_malloc=0) costs {fmt_ratio(depth_ratio('lsan_full'))}")
+            if "lsan_fp" in depth_stacks and "all_fp" in depth_stacks:
+                like += (f"; where LeakSanitizer's stacks are whole too (the same program built with frame pointers: "
+                         f"its stacks {depth_stacks['lsan_fp'][1]} frames, oomtrace's {depth_stacks['all_fp'][1]}) "
+                         f"LeakSanitizer costs {fmt_ratio(depth_ratio('lsan_fp'))} and stacks=all "
+                         f"{fmt_ratio(depth_ratio('all_fp'))}")
         targets.append(("stacks=all ≤ LeakSanitizer preloaded on allocations from many distinct, recursive stacks "
                         "(recursive_stacks)",
                         f"stacks=all {wall_cpu(w, 'all')}; LeakSanitizer {wall_cpu(w, 'lsan')}" + icn + like, st))
@@ -861,15 +866,21 @@ def main():
            "address not counted). Time: the best of three runs without leaks, × the program alone in the same probe. "
            "LeakSanitizer's default unwinder follows frame pointers, which code built without them (this suite, "
            "Debian's packages) does not keep: it stops after the caller of malloc. `stack_depth` cuts oomtrace's "
-           "stacks to the depth LeakSanitizer's reached (at least 2).")
+           "stacks to the depth LeakSanitizer's reached (at least 2). The last rows run the same program built with "
+           "`-fno-omit-frame-pointer` (as Fedora 38 and Ubuntu 24.04 build their packages), where LeakSanitizer's fast "
+           "unwinder reads whole stacks; their time is × that build alone.")
         w_("")
         w_("| recorder | lost sites told apart | frames per stack (mean / max) | time × program alone |")
         w_("|---|---|---|---|")
         rows = [("LeakSanitizer (its default, fast unwinder)", "lsan"),
                 ("LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks)", "lsan_full"),
                 ("oomtrace stacks=all (leak_check=1 for the stacks)", "all"),
-                (f"oomtrace stacks=all, stack_depth={depth_meta.get('depth', '?')}", "all_at_depth")]
-        for label, v in rows:  # the cut run has a time only
+                (f"oomtrace stacks=all, stack_depth={depth_meta.get('depth', '?')}", "all_at_depth"),
+                ("LeakSanitizer (its default, fast unwinder), built with frame pointers", "lsan_fp"),
+                ("oomtrace stacks=all (leak_check=1 for the stacks), built with frame pointers", "all_fp")]
+        for label, v in rows:  # the cut run has a time only; the frame-pointer rows only where that build ran
+            if v.endswith("_fp") and v not in depth_time and v not in depth_stacks:
+                continue
             st_ = depth_stacks.get(v, ("—", "—", "—"))
             w_(f"| {label} | {st_[0]} | {st_[1]} / {st_[2]} | {fmt_ratio(depth_ratio(v))} |")
         w_("")
