@@ -242,6 +242,8 @@ PROG[deep_large]=$BB/deep_large;               ARGS[deep_large]=$(q 200000 10000
 # Allocations from ~2,000 distinct call stacks 5..40 frames deep (a recursive-descent parser and
 # Karatsuba bignums): the shape in which stacks=all was first found to cost more than LeakSanitizer.
 PROG[recursive_stacks]=$BB/recursive_stacks;   ARGS[recursive_stacks]=$(q 300000 100000);  SINGLE[recursive_stacks]=1
+# The same built with frame pointers: LeakSanitizer's stacks are whole there (the depth probe).
+PROG[recursive_stacks_fp]=$BB/recursive_stacks_fp; ARGS[recursive_stacks_fp]=$(q 300000 100000); SINGLE[recursive_stacks_fp]=1
 PROG[realloc_growth]=$BB/realloc_growth;       ARGS[realloc_growth]=$(q 5000000 2000000);  SINGLE[realloc_growth]=1
 PROG[live_10m]=$BB/live_10m;                   ARGS[live_10m]=10000000;                     SINGLE[live_10m]=1
 # The same with one more thread that only sleeps: a process with threads, as every training job is,
@@ -298,7 +300,7 @@ for w in handoff_2 handoff_8; do EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXT
 for w in bursty_pc_2 bursty_pc_8; do EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXTRA_VARIANTS[$w]} }ideal_xthread"; done
 if [ -n "$LSAN_LIB" ]; then
     EXTRA_VARIANTS[small_churn]+=" lsan"
-    for w in producer_consumer handoff_2 handoff_8 bursty_pc_2 bursty_pc_8 deep_large recursive_stacks realloc_growth startup; do
+    for w in producer_consumer handoff_2 handoff_8 bursty_pc_2 bursty_pc_8 deep_large recursive_stacks recursive_stacks_fp realloc_growth startup; do
         EXTRA_VARIANTS[$w]="${EXTRA_VARIANTS[$w]:+${EXTRA_VARIANTS[$w]} }lsan"
     done
 fi
@@ -480,8 +482,8 @@ fi
 # unwinder and fast_unwind_on_malloc=0, the slow one) and by oomtrace's leak check, whose reports
 # give the lost sites each told apart and the frames of their stacks; then the best of three timed
 # runs without leaks of the program alone, LSan (both unwinders, detect_leaks=0), stacks=all, and
-# stacks=all cut to the depth LSan's fast unwinder reached (at least 2 frames); then LSan and
-# stacks=all on the program built with frame pointers, where LSan's stacks are whole too.
+# stacks=all cut to the depth LSan's fast unwinder reached (at least 2 frames); then the stacks of
+# LSan and stacks=all on the program built with frame pointers, where LSan's stacks are whole too.
 DEPTH=$RUN/depth.tsv
 : >"$DEPTH"
 best_of_3() { # command... -> the least wall seconds of three runs (runstat's first column)
@@ -511,8 +513,8 @@ if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
     printf 'time\tall_at_depth\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all:stack_depth=$dmax LD_PRELOAD="$LIB" \
         "$P" "$dn")" >>"$DEPTH"
     # The same program built with frame pointers (as Fedora and Ubuntu build their packages), where
-    # LeakSanitizer's fast unwinder reads whole stacks: each recorder's whole stacks at their cost,
-    # each time × this build alone.
+    # LeakSanitizer's fast unwinder reads whole stacks: what each recorder's stacks hold there (their
+    # time is workload recursive_stacks_fp's paired runs, steadier than a best of three).
     PF=$BB/recursive_stacks_fp
     if [ -x "$PF" ]; then
         env LSAN_OPTIONS=exitcode=0 LD_PRELOAD="$LSAN_LIB" "$PF" "$dn" 97 2>"$RUN/depth.lsan_fp.txt" >/dev/null
@@ -521,9 +523,6 @@ if selected recursive_stacks && [ -n "$LSAN_LIB" ]; then
         for f in lsan_fp.txt all_fp.json; do
             printf 'stacks\t%s\t%s\n' "${f%.*}" "$("$GEN_PY" scripts/bench_report.py --stack-depth "$RUN/depth.$f")" >>"$DEPTH"
         done
-        printf 'time\tnone_fp\t%s\n' "$(best_of_3 "$PF" "$dn")" >>"$DEPTH"
-        printf 'time\tlsan_fp\t%s\n' "$(best_of_3 env LSAN_OPTIONS=exitcode=0:detect_leaks=0 LD_PRELOAD="$LSAN_LIB" "$PF" "$dn")" >>"$DEPTH"
-        printf 'time\tall_fp\t%s\n' "$(best_of_3 env OOMTRACE_OPTIONS=stacks=all LD_PRELOAD="$LIB" "$PF" "$dn")" >>"$DEPTH"
     else
         say "recursive_stacks: $PF is not built (make bench-bins): no frame-pointer rows"
     fi

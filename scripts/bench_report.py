@@ -36,6 +36,8 @@ WORKLOAD_DESC = {
     "deep_large": "64 KiB..1 MiB blocks requested 28..32 frames deep (full stack each, by default)",
     "recursive_stacks": "a recursive-descent parser and evaluator with Karatsuba bignums: 8..64 B blocks, most of "
                         "the time in malloc/free, from ~2,000 distinct call stacks 5..40 frames deep",
+    "recursive_stacks_fp": "recursive_stacks built with frame pointers (-fno-omit-frame-pointer, as Fedora 38 and "
+                           "Ubuntu 24.04 build their packages), where LeakSanitizer's fast unwinder reads whole stacks",
     "realloc_growth": "64 buffers growing by 1..64 B per realloc up to 8..16 KiB",
     "live_10m": "10 million 16..32 B blocks allocated, held, freed",
     "live_10m_mt": "live_10m in a process with one more thread, which only sleeps (a training job has several)",
@@ -220,7 +222,7 @@ def main():
     depth_time = {r[1]: fnum(r[2]) for r in depth_rows if len(r) >= 3 and r[0] == "time"}
 
     def depth_ratio(v):
-        b = depth_time.get("none_fp" if v.endswith("_fp") else "none", float("nan"))
+        b = depth_time.get("none", float("nan"))
         x = depth_time.get(v, float("nan"))
         return x / b if b == b and x == x and b > 0 else float("nan")
 
@@ -497,11 +499,13 @@ def main():
                     f"cut to {depth_meta.get('depth', '?')} frames stacks=all costs {fmt_ratio(depth_ratio('all_at_depth'))} "
                     f"against LeakSanitizer's {fmt_ratio(depth_ratio('lsan'))}, and LeakSanitizer walking whole stacks "
                     f"(fast_unwind_on_malloc=0) costs {fmt_ratio(depth_ratio('lsan_full'))}")
-            if "lsan_fp" in depth_stacks and "all_fp" in depth_stacks:
-                like += (f"; where LeakSanitizer's stacks are whole too (the same program built with frame pointers: "
-                         f"its stacks {depth_stacks['lsan_fp'][1]} frames, oomtrace's {depth_stacks['all_fp'][1]}) "
-                         f"LeakSanitizer costs {fmt_ratio(depth_ratio('lsan_fp'))} and stacks=all "
-                         f"{fmt_ratio(depth_ratio('all_fp'))}")
+            fw = "recursive_stacks_fp"
+            if ("lsan_fp" in depth_stacks and "all_fp" in depth_stacks and ok_runs(fw, "none")
+                    and ok_runs(fw, "lsan") and ok_runs(fw, "all")):
+                like += (f"; where LeakSanitizer's stacks are whole too (recursive_stacks_fp, the same program built "
+                         f"with frame pointers: its stacks {depth_stacks['lsan_fp'][1]} frames, oomtrace's "
+                         f"{depth_stacks['all_fp'][1]}) LeakSanitizer {wall_cpu(fw, 'lsan')}, stacks=all "
+                         f"{wall_cpu(fw, 'all')}")
         targets.append(("stacks=all ≤ LeakSanitizer preloaded on allocations from many distinct, recursive stacks "
                         "(recursive_stacks)",
                         f"stacks=all {wall_cpu(w, 'all')}; LeakSanitizer {wall_cpu(w, 'lsan')}" + icn + like, st))
@@ -868,7 +872,7 @@ def main():
            "Debian's packages) does not keep: it stops after the caller of malloc. `stack_depth` cuts oomtrace's "
            "stacks to the depth LeakSanitizer's reached (at least 2). The last rows run the same program built with "
            "`-fno-omit-frame-pointer` (as Fedora 38 and Ubuntu 24.04 build their packages), where LeakSanitizer's fast "
-           "unwinder reads whole stacks; their time is × that build alone.")
+           "unwinder reads whole stacks; their time is the median of workload recursive_stacks_fp's paired runs × that build alone.")
         w_("")
         w_("| recorder | lost sites told apart | frames per stack (mean / max) | time × program alone |")
         w_("|---|---|---|---|")
@@ -879,10 +883,12 @@ def main():
                 ("LeakSanitizer (its default, fast unwinder), built with frame pointers", "lsan_fp"),
                 ("oomtrace stacks=all (leak_check=1 for the stacks), built with frame pointers", "all_fp")]
         for label, v in rows:  # the cut run has a time only; the frame-pointer rows only where that build ran
-            if v.endswith("_fp") and v not in depth_time and v not in depth_stacks:
+            if v.endswith("_fp") and v not in depth_stacks:
                 continue
             st_ = depth_stacks.get(v, ("—", "—", "—"))
-            w_(f"| {label} | {st_[0]} | {st_[1]} / {st_[2]} | {fmt_ratio(depth_ratio(v))} |")
+            # the frame-pointer build's time: its paired runs' medians (workload recursive_stacks_fp)
+            t = ratio("recursive_stacks_fp", v[:-3]) if v.endswith("_fp") else depth_ratio(v)
+            w_(f"| {label} | {st_[0]} | {st_[1]} / {st_[2]} | {fmt_ratio(t)} |")
         w_("")
     elif meta.get("lsan_note") and "recursive_stacks" in {x.workload for x in runs}:
         w_("## Stack depth, like for like (recursive_stacks)")

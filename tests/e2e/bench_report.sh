@@ -231,12 +231,16 @@ check bench_report_depth_target bash -c '[[ "$1" == *"LeakSanitizer'"'"'s stacks
 check bench_report_depth_table bash -c 'grep -q -F "| LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks) | 800 | 12.0 / 27 | 100.00× |" "$1" && grep -q -F "| oomtrace stacks=all, stack_depth=2 | — | — / — | 2.60× |" "$1"' _ "$D/rsd.md"
 # Without the frame-pointer build's rows the table has none of them.
 check bench_report_depth_no_fp_rows bash -c '! grep -q "built with frame pointers |" "$1"' _ "$D/rsd.md"
-# With them: each time × that build alone (none_fp), not the plain build's.
+# With them (their stacks from the probe, their time from workload recursive_stacks_fp's paired
+# runs): each time × that build alone, not the plain build's.
 printf 'stacks\tlsan_fp\t700\t11.5\t27\nstacks\tall_fp\t805\t13.3\t32\n' >>"$D/depth.tsv"
-printf 'time\tnone_fp\t0.20\ntime\tlsan_fp\t0.90\ntime\tall_fp\t0.80\n' >>"$D/depth.tsv"
-python3 "$GEN" --results "$D/rs.tsv" --meta "$D/meta.txt" --depth "$D/depth.tsv" --out "$D/rsfp.md" >"$D/gen.out" 2>&1
+cp "$D/rs.tsv" "$D/rsfp.tsv"
+printf 'recursive_stacks_fp\tnone\t%s\t%s\t%s\t0\t1000\t0\t-\n' 1 2.00 2.00 2 2.00 2.00 3 2.00 2.00 >>"$D/rsfp.tsv"
+printf 'recursive_stacks_fp\tall\t%s\t%s\t%s\t0\t1000\t0\t-\n' 1 8.00 8.00 2 8.00 8.00 3 8.00 8.00 >>"$D/rsfp.tsv"
+printf 'recursive_stacks_fp\tlsan\t%s\t%s\t%s\t0\t1000\t0\t-\n' 1 9.00 9.00 2 9.00 9.00 3 9.00 9.00 >>"$D/rsfp.tsv"
+python3 "$GEN" --results "$D/rsfp.tsv" --meta "$D/meta.txt" --depth "$D/depth.tsv" --out "$D/rsfp.md" >"$D/gen.out" 2>&1
 l=$(target_line "$D/rsfp.md" "stacks=all ≤ LeakSanitizer preloaded")
-check bench_report_depth_fp_target bash -c '[[ "$1" == *"(the same program built with frame pointers: its stacks 11.5 frames, oomtrace'"'"'s 13.3) LeakSanitizer costs 4.50× and stacks=all 4.00×"* ]]' _ "$l"
+check bench_report_depth_fp_target bash -c '[[ "$1" == *"(recursive_stacks_fp, the same program built with frame pointers: its stacks 11.5 frames, oomtrace'"'"'s 13.3) LeakSanitizer wall 4.50×"*", stacks=all wall 4.00×"* ]]' _ "$l"
 check bench_report_depth_fp_table bash -c 'grep -q -F "| LeakSanitizer (its default, fast unwinder), built with frame pointers | 700 | 11.5 / 27 | 4.50× |" "$1" && grep -q -F "| oomtrace stacks=all (leak_check=1 for the stacks), built with frame pointers | 805 | 13.3 / 32 | 4.00× |" "$1"' _ "$D/rsfp.md"
 # Without LeakSanitizer the probe does not run, and the page says why where its section would be.
 { cat "$D/meta.txt"; echo "lsan_note=LeakSanitizer (liblsan0) is not installed"; } >"$D/meta_nolsan.txt"
