@@ -256,10 +256,14 @@ static inline int32_t rule_cfaoff(uint64_t r) { return (int32_t)(uint32_t)(r >> 
  * stack grows down, so every caller's CFA lies above its callee's sp, within 2^30 and 8-byte
  * aligned. Anything else is a corrupt or unmodelled stack (the walk asks libunwind; the memo does
  * not look). */
+static inline __attribute__((always_inline)) bool cfa_ok(uintptr_t cfa, uintptr_t sp)
+{
+    return OT_LIKELY(cfa - sp - 1 < (1u << 30)) && OT_LIKELY((cfa & 7) == 0);
+}
 static inline __attribute__((always_inline)) bool rule_cfa(uint64_t rule, uintptr_t sp, uintptr_t bp, uintptr_t *cfa)
 {
     *cfa = (rule_cfa_bp(rule) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfaoff(rule);
-    return OT_LIKELY(*cfa - sp - 1 < (1u << 30)) && OT_LIKELY((*cfa & 7) == 0);
+    return cfa_ok(*cfa, sp);
 }
 
 #define X86_RBP 6
@@ -791,8 +795,9 @@ typedef struct memo_step_entry {
     int32_t bpoff;  /* where the caller's rbp is saved, from the CFA; 0: not saved */
 } step_entry_t;
 _Static_assert(sizeof(step_entry_t) == 16, "a step entry is 16 bytes");
-/* Two tables of 1 << STEP_BITS entries: the sp table, then the rbp table at the same index. */
-#define STEP_BYTES ((size_t)sizeof(step_entry_t) << (STEP_BITS + 1))
+/* Two tables of STEP_ENTRIES: the sp table, then the rbp table at the same index. */
+#define STEP_ENTRIES (1u << STEP_BITS)
+#define STEP_BYTES (2 * STEP_ENTRIES * sizeof(step_entry_t))
 _Static_assert(OT_UNWIND_MEMO_BYTES >= 1024 * (sizeof(memo_set_t) + sizeof(memo_fps_t)) + STEP_BYTES,
                "OT_UNWIND_MEMO_BYTES holds 1,024 sets, their fingerprints and the step cache");
 
@@ -801,44 +806,41 @@ static inline step_entry_t *step_slot(walk_t *w, uintptr_t ip)
     return &w->steps[(uint64_t)(ip * 0x9E3779B97F4A7C15ull) >> (64 - STEP_BITS)];
 }
 
+/* A step-cache entry's step from its frame's cfa: the caller's rbp, return address and sp in place. */
+static inline __attribute__((always_inline)) unsigned step_entry_step(const step_entry_t *e, uintptr_t cfa,
+                                                                      uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
+{
+    if (e->bpoff) *bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)e->bpoff);
+    *ip = *(const uintptr_t *)(cfa - 8);
+    *sp = cfa;
+    return R_STEP;
+}
+
 /* memo_step through the step cache (w busy, its steps attached and of this code generation), from
- * an 8-byte aligned sp (memo_key_live tests frame 0's): a cached step keeps it aligned (its offset
- * is), and a step that does not is not taken (R_NONE: the walk then steps it itself). The test per
- * step this replaced cost the probe 5 instructions (recursive_stacks 5000, stacks=all: 1.9 M). */
+ * an 8-byte aligned sp (memo_key_live tests frame 0's): a cached sp-based step keeps it aligned (its
+ * offset is), an rbp-based one is taken only where it passes the walker's test (cfa_ok), and a step
+ * that does not is not taken (R_NONE: the walk then steps it itself). The test per sp-based step
+ * this replaced cost the probe 5 instructions (recursive_stacks 5000, stacks=all: 1.9 M). */
 static inline __attribute__((always_inline)) unsigned memo_step_cached(walk_t *w, uintptr_t *ip, uintptr_t *sp,
                                                                        uintptr_t *bp)
 {
     step_entry_t *e = step_slot(w, *ip);
-    if (OT_LIKELY(e->ip == *ip)) {
-        uintptr_t cfa = *sp + (uintptr_t)(intptr_t)e->cfaoff;
-        if (e->bpoff) *bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)e->bpoff);
-        *ip = *(const uintptr_t *)(cfa - 8);
-        *sp = cfa;
-        return R_STEP;
-    }
-    step_entry_t *f = e + (1u << STEP_BITS); /* the rbp table */
+    if (OT_LIKELY(e->ip == *ip)) return step_entry_step(e, *sp + (uintptr_t)(intptr_t)e->cfaoff, ip, sp, bp);
+    step_entry_t *f = e + STEP_ENTRIES; /* the rbp table */
     if (OT_LIKELY(f->ip == *ip)) {
         uintptr_t cfa = *bp + (uintptr_t)(intptr_t)f->cfaoff;
-        if (OT_UNLIKELY(cfa - *sp - 1 >= (1u << 30)) || OT_UNLIKELY(cfa & 7)) return R_NONE; /* rule_cfa's test */
-        if (f->bpoff) *bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)f->bpoff);
-        *ip = *(const uintptr_t *)(cfa - 8);
-        *sp = cfa;
-        return R_STEP;
+        return cfa_ok(cfa, *sp) ? step_entry_step(f, cfa, ip, sp, bp) : R_NONE;
     }
     uintptr_t from = *ip;
     uint64_t rule = rule_cached(from);
     unsigned k = memo_step(rule, ip, sp, bp);
     if (OT_UNLIKELY(*sp & 7) && k == R_STEP) return R_NONE;
     int32_t off = rule_cfaoff(rule), bpoff = rule_bpoff(rule);
-    if (k == R_STEP && (!rule_bp_saved(rule) || bpoff != 0)) {
-        step_entry_t *t = NULL;
-        if (!rule_cfa_bp(rule) && off >= 8 && off < (1 << 30) && (off & 7) == 0) t = e;
-        else if (rule_cfa_bp(rule)) t = f;
-        if (t) {
-            t->ip = from;
-            t->cfaoff = off;
-            t->bpoff = rule_bp_saved(rule) ? bpoff : 0;
-        }
+    step_entry_t *t = rule_cfa_bp(rule) ? f : off >= 8 && off < (1 << 30) && (off & 7) == 0 ? e : NULL;
+    if (k == R_STEP && t && (!rule_bp_saved(rule) || bpoff != 0)) {
+        t->ip = from;
+        t->cfaoff = off;
+        t->bpoff = rule_bp_saved(rule) ? bpoff : 0;
     }
     return k;
 }
@@ -934,7 +936,7 @@ static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, ui
     uintptr_t kip[MEMO_KEY_FRAMES - 1];
     unsigned nkey;
     if (OT_UNLIKELY(w->steps_gen != code_gen)) { /* code was unmapped: steps taken before may be wrong */
-        for (unsigned i = 0; i < (2u << STEP_BITS); i++) w->steps[i].ip = 0;
+        for (unsigned i = 0; i < 2 * STEP_ENTRIES; i++) w->steps[i].ip = 0;
         w->steps_gen = code_gen;
     }
     if (!memo_key_live(w, ip, sp, bp, max, &mk, kip, &nkey)) return 0;
