@@ -876,18 +876,18 @@ def main():
         w_("")
         w_("| recorder | lost sites told apart | frames per stack (mean / max) | time × program alone |")
         w_("|---|---|---|---|")
-        rows = [("LeakSanitizer (its default, fast unwinder)", "lsan"),
-                ("LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks)", "lsan_full"),
-                ("oomtrace stacks=all (leak_check=1 for the stacks)", "all"),
-                (f"oomtrace stacks=all, stack_depth={depth_meta.get('depth', '?')}", "all_at_depth"),
-                ("LeakSanitizer (its default, fast unwinder), built with frame pointers", "lsan_fp"),
-                ("oomtrace stacks=all (leak_check=1 for the stacks), built with frame pointers", "all_fp")]
-        for label, v in rows:  # the cut run has a time only; the frame-pointer rows only where that build ran
-            if v.endswith("_fp") and v not in depth_stacks:
-                continue
+        rows = [(label, v, depth_ratio(v)) for label, v in (
+            ("LeakSanitizer (its default, fast unwinder)", "lsan"),
+            ("LeakSanitizer, fast_unwind_on_malloc=0 (whole stacks)", "lsan_full"),
+            ("oomtrace stacks=all (leak_check=1 for the stacks)", "all"),
+            (f"oomtrace stacks=all, stack_depth={depth_meta.get('depth', '?')}", "all_at_depth"))]
+        # The frame-pointer build's rows, where it ran: their time from its paired runs' medians.
+        rows += [(label, v, ratio("recursive_stacks_fp", variant)) for label, v, variant in (
+            ("LeakSanitizer (its default, fast unwinder), built with frame pointers", "lsan_fp", "lsan"),
+            ("oomtrace stacks=all (leak_check=1 for the stacks), built with frame pointers", "all_fp", "all"))
+            if v in depth_stacks]
+        for label, v, t in rows:  # the cut run has a time only
             st_ = depth_stacks.get(v, ("—", "—", "—"))
-            # the frame-pointer build's time: its paired runs' medians (workload recursive_stacks_fp)
-            t = ratio("recursive_stacks_fp", v[:-3]) if v.endswith("_fp") else depth_ratio(v)
             w_(f"| {label} | {st_[0]} | {st_[1]} / {st_[2]} | {fmt_ratio(t)} |")
         w_("")
     elif meta.get("lsan_note") and "recursive_stacks" in {x.workload for x in runs}:
