@@ -8,6 +8,7 @@
 #define OOMTRACE_SITES_FAST_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "internal.h"
 
@@ -19,17 +20,22 @@ typedef struct {
 } ot_site_counts_t;
 
 typedef struct {
+    /* The first line holds all that the owner's count of an allocation or a free reads and writes
+     * (ot_site_owner_add: its counters, the peak, the shared live bytes), which used to lie across
+     * the second and third lines of a 112-byte site, unaligned. */
+    ot_site_counts_t own;      /* what the owner thread counts here (ot_site_owner_add): only it writes these */
+    _Atomic uint64_t peak_bytes;
+    ot_site_counts_t shared;   /* live_bytes in the first line */
     _Atomic uint64_t hash; /* 0: not (yet) a valid site */
     uint32_t kind;
     int32_t device;
     uint32_t depth;
-    uintptr_t *ips;
-    ot_site_counts_t shared;
-    _Atomic uint64_t peak_bytes;
-    _Atomic uint8_t estimated;
     _Atomic uint32_t pending;  /* threads' pending entries naming this site (sites.c) */
-    ot_site_counts_t own;      /* what the owner thread counts here (ot_site_owner_add): only it writes these */
-} ot_site_t;
+    uintptr_t *ips;
+    _Atomic uint8_t estimated;
+} __attribute__((aligned(64))) ot_site_t;
+_Static_assert(offsetof(ot_site_t, shared.live_bytes) + 8 <= 64, "the owner's count touches one line");
+_Static_assert(sizeof(ot_site_t) == 128, "a site is two lines");
 
 #define OT_SITE_CHUNK_SHIFT 10
 #define OT_SITE_CHUNK_SITES (1u << OT_SITE_CHUNK_SHIFT)
