@@ -156,13 +156,6 @@ OT_EXPORT void *malloc(size_t n)
 {
     if (OT_UNLIKELY(!ready())) return pool_alloc(n, 16);
     if (!track()) return real.malloc(n);
-    ot_all_ask_t a;
-    if (ot_opt.stacks == OT_STACKS_ALL && OT_LIKELY(ot_live_all_ask(__builtin_frame_address(0), n, &a))) {
-        void *q = real.malloc(n); /* asked first: live_fast.h */
-        if (OT_LIKELY(q != NULL)) ot_live_all_place(__builtin_frame_address(0), &a, (uintptr_t)q, n);
-        else fail("malloc", n, 0, errno);
-        return q;
-    }
     void *p = real.malloc(n);
     if (OT_LIKELY(p != NULL)) record(p, n);
     else fail("malloc", n, 0, errno);
@@ -194,14 +187,6 @@ OT_EXPORT void *calloc(size_t nmemb, size_t size)
         return pool_alloc(nmemb * size, 16); /* static memory is already zero */
     }
     if (!track()) return real.calloc(nmemb, size);
-    ot_all_ask_t a;
-    if (ot_opt.stacks == OT_STACKS_ALL && OT_LIKELY(size == 0 || nmemb <= SIZE_MAX / size) &&
-        OT_LIKELY(ot_live_all_ask(__builtin_frame_address(0), nmemb * size, &a))) {
-        void *q = real.calloc(nmemb, size); /* asked first, as malloc */
-        if (OT_LIKELY(q != NULL)) ot_live_all_place(__builtin_frame_address(0), &a, (uintptr_t)q, nmemb * size);
-        else fail_array("calloc", nmemb, size, errno);
-        return q;
-    }
     void *p = real.calloc(nmemb, size);
     if (OT_LIKELY(p != NULL)) record(p, nmemb * size);
     else fail_array("calloc", nmemb, size, errno);

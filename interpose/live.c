@@ -789,15 +789,29 @@ void ot_live_record_host_from(const ot_origin_t *origin, uint64_t key, uint64_t 
     record_body(origin, key, size, OT_KIND_HOST, -1, ASKED_NONE, 0);
 }
 
-/* stacks=all, a host block whose stack no remembered walk is (ot_live_all_ask asked the last walk,
- * the others and the memo; searched: what it found compared): the walk is record_body's, told what
- * was asked. A hit there was counted and placed by ot_live_all_place without record_body's set-up
- * (its stack policy, tag and sampling tests, nursery_put's stale-record search) and its saved
- * registers (recursive_stacks 5000, callgrind: 417.0 M -> 401.2 M instructions). */
-OT_NOINLINE void ot_live_record_host_walk(const void *frame, uint64_t key, uint64_t size, uint32_t searched)
+/* ot_live_record_host_unnoted's walk: no remembered walk is this stack. */
+static OT_NOINLINE void record_host_walked(const ot_origin_t *origin, uint64_t key, uint64_t size, uint32_t searched)
+{
+    record_body(origin, key, size, OT_KIND_HOST, -1, ASKED_ALL, searched);
+}
+
+/* stacks=all, a host block whose stack is not the thread's last walk (ot_live_record_all_fast
+ * declined it for that alone: c and its nursery exist, the block is below the recorder's large
+ * size). The other remembered walks and the memo are asked first; on a hit the site is counted and
+ * the block placed as ot_live_record_all_fast places it, without record_body's set-up (its stack
+ * policy, tag and sampling tests, nursery_put's stale-record search) and its saved registers;
+ * otherwise the walk is record_body's, told what was asked. recursive_stacks 5000, callgrind:
+ * 417.0 M -> 401.2 M instructions. */
+OT_NOINLINE void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size)
 {
     ot_origin_t origin = ot_origin_of(frame);
-    record_body(&origin, key, size, OT_KIND_HOST, -1, ASKED_ALL, searched);
+    uint32_t searched = 0;
+    uint32_t site = ot_live_noted_others(&origin, ot_note_tag(OT_KIND_HOST, -1), &searched);
+    if (OT_UNLIKELY(site == 0)) {
+        record_host_walked(&origin, key, size, searched);
+        return;
+    }
+    ot_live_place_sited(my_counters, key, size, site);
 }
 
 /* A site's counts for a block of weight w that stops being live: by the owner thread inline

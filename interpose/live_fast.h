@@ -361,12 +361,12 @@ static inline uint32_t ot_live_noted_others(const ot_origin_t *origin, uint32_t 
 #endif
 }
 
-/* The out-of-line rests of ot_live_all_place: a host block whose call site is known (counted there
- * already), wherever it goes; and one whose stack no remembered walk is, walked without asking the
- * walker that again (searched: ot_live_all_ask's), from the origin read off the hook's own frame
- * (frame: its __builtin_frame_address(0), ot_origin_of). */
+/* The out-of-line rests of ot_live_record_all_fast: a host block whose call site is known (counted
+ * there already), wherever it goes; and one whose stack is not the noted one, walked without asking
+ * the walker that again, from the origin read off the hook's own frame (frame: its
+ * __builtin_frame_address(0), ot_origin_of). */
 void ot_live_record_host_sited(thread_counters_t *c, uint64_t key, uint64_t size, uint32_t site);
-void ot_live_record_host_walk(const void *frame, uint64_t key, uint64_t size, uint32_t searched);
+void ot_live_record_host_unnoted(const void *frame, uint64_t key, uint64_t size);
 
 /* A stacks=all host block whose call site is known (site): the site counted (inline by its owner
  * thread, sites_fast.h), the block in a free way of its nursery set inline, or else through
@@ -383,63 +383,27 @@ static inline __attribute__((always_inline)) void ot_live_place_sited(thread_cou
     fill_counted(c, w, key, ot_pack(size, OT_KIND_HOST, site), size);
 }
 
-/* A host allocation under stacks=all, in two halves around the real allocator's call, so that the
- * probe's cache misses (the stack memo's entry, recursive_stacks: most allocations) overlap the
- * allocator's own work instead of following it: recursive_stacks 100000, stacks=all, 11
- * interleaved runs against the program alone, 4.47x -> 4.25x.
- *
- * ot_live_all_ask, before the call: the stack's call site. In the common case the stack is the
- * thread's last walk with its site noted (ot_live_noted, inline), else another remembered walk or
- * the memo has it (ot_live_noted_others); *a then holds the site, or 0 and what was searched for the
- * walk that follows. False, having asked nothing, for a thread without a nursery or a block that is
- * huge or large for the flight recorder (its large ring: before, such a block whose stack was the
- * last walk never reached it): the caller then calls ot_live_record for the block.
- *
- * ot_live_all_place, after it, for the block the call returned (none where it failed): a known
- * site is counted (inline by its owner thread, sites_fast.h) and the block goes to a free way of
- * its nursery set inline, or else through ot_live_record_host_sited; an unknown one is walked
- * (ot_live_record_host_walk), from the same hook frame, hence the same stack. A signal handler
- * that allocates in between changes neither answer: a site, once made, is never another stack's,
- * and what was searched only spares the walk a search whose result (a remembered walk or a new
- * one) is the same stack either way. */
-typedef struct {
-    thread_counters_t *c;
-    uint32_t site, searched;
-} ot_all_ask_t;
-
-static inline __attribute__((always_inline)) bool ot_live_all_ask(const void *frame, uint64_t size, ot_all_ask_t *a)
+/* A host malloc under stacks=all. In the common case the stack is the thread's last walk with its
+ * call site noted: the site is counted (inline by its owner thread, sites_fast.h) and the block
+ * goes to a free way of its nursery set inline, or else through ot_live_record_host_sited. Any
+ * other stack goes to ot_live_record_host_unnoted. Returns false, having changed nothing, for a
+ * thread without a nursery or a block that is huge or large for the flight recorder (its large
+ * ring: before, such a block whose stack was the last walk never reached it): the caller then calls
+ * ot_live_record. */
+static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const void *frame, uint64_t key,
+                                                                          uint64_t size)
 {
     thread_counters_t *c = ot_my_counters;
     /* Not huge, nor large for the flight recorder (whose ring record_body writes). */
     if (OT_UNLIKELY(c == NULL) || OT_UNLIKELY(size >= ot_recorder_large_min) || OT_UNLIKELY(c->nursery == NULL))
         return false;
     const ot_origin_t origin = ot_origin_of(frame);
-    const uint32_t tag = ot_note_tag(OT_KIND_HOST, -1);
-    a->c = c;
-    a->searched = 0;
-    a->site = ot_live_noted(&origin, tag);
-    if (OT_UNLIKELY(a->site == 0)) a->site = ot_live_noted_others(&origin, tag, &a->searched);
-    return true;
-}
-
-static inline __attribute__((always_inline)) void ot_live_all_place(const void *frame, const ot_all_ask_t *a,
-                                                                   uint64_t key, uint64_t size)
-{
-    if (OT_UNLIKELY(a->site == 0)) {
-        ot_live_record_host_walk(frame, key, size, a->searched);
-        return;
+    uint32_t site = ot_live_noted(&origin, ot_note_tag(OT_KIND_HOST, -1));
+    if (OT_UNLIKELY(site == 0)) {
+        ot_live_record_host_unnoted(frame, key, size);
+        return true;
     }
-    ot_live_place_sited(a->c, key, size, a->site);
-}
-
-/* Both halves at once, for a block already allocated (the hooks other than malloc and calloc):
- * false where ot_live_all_ask is. */
-static inline __attribute__((always_inline)) bool ot_live_record_all_fast(const void *frame, uint64_t key,
-                                                                          uint64_t size)
-{
-    ot_all_ask_t a;
-    if (!ot_live_all_ask(frame, size, &a)) return false;
-    ot_live_all_place(frame, &a, key, size);
+    ot_live_place_sited(c, key, size, site);
     return true;
 }
 
