@@ -5,9 +5,14 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 # report_1m relies on 16 look-alike functions keeping distinct addresses: no identical-code folding.
 BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -fno-ipa-icf
 
-$(B)/bench/%: tests/bench/%.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
+# One recipe for every workload; BENCH_EXTRA: a workload's own flags (recursive_stacks_fp, below).
+define bench_build
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) $< -o $@ -lpthread -ldl
+	$(CC) $(BENCH_CFLAGS) $(BENCH_EXTRA) $< -o $@ -lpthread -ldl
+endef
+
+$(B)/bench/%: tests/bench/%.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
+	$(bench_build)
 
 bench-bins: $(BENCH_BINS)
 
@@ -37,8 +42,8 @@ bench-bins: $(REF_LIBS)
 # recursive_stacks built with frame pointers, as Fedora and Ubuntu now build their packages: its
 # rbp-based frames take the walker's other rules, and LeakSanitizer's frame-pointer unwinder reads
 # its stacks whole (scripts/bench.sh, the depth probe's like-for-like rows; tests/e2e/unwind_verify.sh).
+$(B)/bench/recursive_stacks_fp: BENCH_EXTRA := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(B)/bench/recursive_stacks_fp: tests/bench/recursive_stacks.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
-	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer $< -o $@ -lpthread -ldl
+	$(bench_build)
 
 bench-bins: $(B)/bench/recursive_stacks_fp
