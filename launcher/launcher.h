@@ -84,10 +84,11 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
 void ot_pm_after_exit(pid_t pid, unsigned long long start_time, const char *prog, int code, const char *options);
 
 /* The descendants of the supervised child (their state files name this supervisor) that the OOM
- * killer took while the child lived on, as the counters from `before` to `after` say: a "killed"
- * report for each, at most one per OOM kill counted, the largest (by RSS) first. A silent death with
- * no OOM kill counted (a pool's worker ended by SIGTERM) is left alone. Returns the reports written. */
-unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_probe_t *before, const ot_oom_probe_t *after,
+ * killer took while the child lived on, as v says (the caller's ot_oom_judge of the counters up to
+ * `after`, read once for its own test and for this): a "killed" report for each, at most one per
+ * OOM kill counted, the largest (by RSS) first. A silent death with no OOM kill counted (a pool's
+ * worker ended by SIGTERM) is left alone. Returns the reports written. */
+unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_verdict_t *v, const ot_oom_probe_t *after,
                                const char *options);
 
 /* supervise.c tells the post-mortem which signal it last forwarded (Slurm: SIGTERM, then SIGKILL). */

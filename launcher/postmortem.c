@@ -422,10 +422,10 @@ void ot_pm_after_child(pid_t pid, unsigned long long start_time, const char *pro
     for (unsigned i = 0; i < n; i++) report_file(dead[i].path, &c, c.opt.report, true);
 }
 
-unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_probe_t *before, const ot_oom_probe_t *after,
+unsigned ot_pm_oom_descendants(pid_t child, const char *prog, const ot_oom_verdict_t *vp, const ot_oom_probe_t *after,
                                const char *options)
 {
-    ot_oom_verdict_t v = ot_oom_judge(9, before, after);
+    const ot_oom_verdict_t v = *vp;
     if (v.killer == OT_KILLER_UNKNOWN || v.kills <= 0) return 0;
     static pm_ctx_t c;
     parse_options(options, &c);

@@ -151,8 +151,9 @@ static void advance(int64_t *since, int64_t now, unsigned got)
 static void watch_descendants(const char *prog, const char *options, const ot_oom_probe_t *now)
 {
     uint64_t t = ot_clock_ns(CLOCK_MONOTONIC);
-    bool counted = ot_oom_judge(9, &desc_since, now).kills > 0; /* the post-mortem's own test */
-    unsigned got = counted ? ot_pm_oom_descendants(child, prog, &desc_since, now, options) : 0;
+    const ot_oom_verdict_t v = ot_oom_judge(9, &desc_since, now);
+    bool counted = v.kills > 0;
+    unsigned got = counted ? ot_pm_oom_descendants(child, prog, &v, now, options) : 0;
     if (!counted || t - desc_since_ns > DESC_WINDOW_NS) {
         desc_since = *now;
         desc_since_ns = t;
@@ -260,7 +261,8 @@ int ot_supervise(char **argv, const ot_sv_opts_t *o)
     if (WIFEXITED(status)) {
         /* The last of the descendants the OOM killer took (the child itself was not killed) */
         ot_oom_probe(0, &after);
-        (void)ot_pm_oom_descendants(child, argv[0], &desc_since, &after, o->options);
+        const ot_oom_verdict_t v = ot_oom_judge(9, &desc_since, &after);
+        (void)ot_pm_oom_descendants(child, argv[0], &v, &after, o->options);
         ot_pm_after_exit(child, start, argv[0], WEXITSTATUS(status), o->options);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
