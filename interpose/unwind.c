@@ -774,7 +774,7 @@ static inline __attribute__((always_inline)) unsigned memo_step(uint64_t rule, u
 
 /* The memo's step cache: the steps of the probe's key frames, in the plain case and pre-decoded,
  * per thread and direct-mapped by ip. The plain case: a CFA at a fixed offset from sp, that offset
- * 8-byte aligned in [8, 2^30), the caller's rbp saved at a non-zero offset from the CFA or not at
+ * 8-byte aligned in [8, 2^30], the caller's rbp saved at a non-zero offset from the CFA or not at
  * all; from an 8-byte aligned sp such a step passes the walker's test (rule_cfa) by construction,
  * so it needs neither the test nor the decoding. The probe stepped four key frames through the
  * shared rule cache: its set's hash, the ways' xor checks, the rule's fields and the test took 208
@@ -836,7 +836,9 @@ static inline __attribute__((always_inline)) unsigned memo_step_cached(walk_t *w
     unsigned k = memo_step(rule, ip, sp, bp);
     if (OT_UNLIKELY(*sp & 7) && k == R_STEP) return R_NONE;
     int32_t off = rule_cfaoff(rule), bpoff = rule_bpoff(rule);
-    step_entry_t *t = rule_cfa_bp(rule) ? f : off >= 8 && off < (1 << 30) && (off & 7) == 0 ? e : NULL;
+    /* An sp-based step is kept where it passes the walker's test from every 8-byte aligned sp: its
+     * offset does from sp 0 (cfa_ok). */
+    step_entry_t *t = rule_cfa_bp(rule) ? f : cfa_ok((uintptr_t)(intptr_t)off, 0) ? e : NULL;
     if (k == R_STEP && t && (!rule_bp_saved(rule) || bpoff != 0)) {
         t->ip = from;
         t->cfaoff = off;
