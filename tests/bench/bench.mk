@@ -11,7 +11,9 @@ define bench_build
 	$(CC) $(BENCH_CFLAGS) $(BENCH_EXTRA) $< -o $@ -lpthread -ldl
 endef
 
-$(B)/bench/%: tests/bench/%.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
+BENCH_DEPS := tests/bench/now.h include/oomtrace.h
+
+$(B)/bench/%: tests/bench/%.c $(BENCH_DEPS) | $(B)/.deps
 	$(bench_build)
 
 bench-bins: $(BENCH_BINS)
@@ -43,7 +45,7 @@ bench-bins: $(REF_LIBS)
 # rbp-based frames take the walker's other rules, and LeakSanitizer's frame-pointer unwinder reads
 # its stacks whole (scripts/bench.sh, the depth probe's like-for-like rows; tests/e2e/unwind_verify.sh).
 $(B)/bench/recursive_stacks_fp: BENCH_EXTRA := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
-$(B)/bench/recursive_stacks_fp: tests/bench/recursive_stacks.c tests/bench/now.h include/oomtrace.h | $(B)/.deps
+$(B)/bench/recursive_stacks_fp: tests/bench/recursive_stacks.c $(BENCH_DEPS) | $(B)/.deps
 	$(bench_build)
 
 bench-bins: $(B)/bench/recursive_stacks_fp
