@@ -63,6 +63,7 @@ typedef struct ot_walk {
     uint32_t memo_mask;        /* sets - 1 */
     uint32_t memo_kept_walk;   /* the walk (gen) of a stack the memo holds already: not kept again */
     const struct memo *memo_last; /* the memo entry that answered last (NULL: none since) */
+    uint32_t guessed;             /* answers the memo's successor guess gave (memo_succ; for the tests) */
     struct memo_step_entry *steps; /* the memo's step cache, after its fingerprints (NULL: none) */
     uint32_t steps_gen;            /* ot_code_gen its entries were taken under */
     wbuf_t buf[];

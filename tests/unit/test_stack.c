@@ -1294,6 +1294,66 @@ TEST(test_cfi_stack_memo_frame2)
     memo_frame2_round(fp2_callers, "frame pointers");
 }
 
+/* The memo's successor guess (unwind.c, memo_succ). Stacks that the memo answers one after another,
+ * in an order that repeats, are answered by the guess, each with its own note. Where the order
+ * changes, the guessed entry is not taken and the probe answers: after deep(i) comes f2_j where the
+ * guess is f2_i, which has f2_j's frames 0 and 1 (noted_mid's, noted_via_a's: the same ips and sp)
+ * and differs from frame 2 out, so only the entry's checks of the key frames tell them apart. The
+ * guess that came before (succ2) is asked second: back in the first order, it answers again. Each
+ * round is 24 stacks, more than the walk buffers hold, and 16 walks of unnoted stacks after the
+ * first round leave none of them there, so the memo answers every one. */
+static unsigned memo_succ_round(unsigned r, ot_stack_note_t *note)
+{
+    uintptr_t ips[OT_MAX_FRAMES];
+    unsigned hits = 0;
+    for (volatile unsigned i = 0; i < F2_STACKS; i++) {
+        unsigned j = r == 2 || r == 3 ? (i * 5 + 1) % F2_STACKS : i; /* never i */
+        for (volatile unsigned half = 0; half < 2; half++) {
+            uint32_t own = half ? 600 + j : 1000 + i;
+            memset(ips, 0, sizeof ips);
+            note->hit = 0;
+            unsigned n = half ? f2_callers[j](ips, 7, note) : noted_deep(i, ips, 7, note);
+            EXPECT(n >= 3);
+            if (note->hit) {
+                hits++;
+                EXPECT_EQ_U(note->value, own); /* its own note, never the guessed one's */
+            } else {
+                ot_unwind_note_set(note->walk, 7, own);
+            }
+        }
+    }
+    return hits;
+}
+
+TEST(test_cfi_memo_successor)
+{
+    ot_stack_note_t note = {0};
+    uintptr_t ips[OT_MAX_FRAMES];
+    probe_first = 1;
+    memset(memo_mem, 0, sizeof memo_mem);
+    ot_unwind_attach(memo_mem, sizeof memo_mem);
+    const walk_t *w = ot_walk_cache;
+    unsigned hits[5], guessed[5];
+    for (volatile unsigned r = 0; r < 5; r++) {
+        uint32_t g0 = w->guessed;
+        hits[r] = memo_succ_round(r, &note);
+        guessed[r] = w->guessed - g0;
+        if (r == 0)
+            for (volatile unsigned d = 40; d < 56; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
+    }
+    printf("  rounds of %u stacks: found again %u, %u, %u, %u, %u; by the guess %u, %u, %u, %u, %u\n",
+           2 * F2_STACKS, hits[0], hits[1], hits[2], hits[3], hits[4], guessed[0], guessed[1], guessed[2],
+           guessed[3], guessed[4]);
+    EXPECT_EQ_U(hits[0], 0); /* each walked once */
+    for (unsigned r = 1; r < 5; r++) EXPECT_EQ_U(hits[r], 2 * F2_STACKS);
+    EXPECT_EQ_U(guessed[1], 0);                /* the probe answers, and each answer links the one before */
+    EXPECT_EQ_U(guessed[2], 0);                /* another order: every guess wrong, none taken */
+    EXPECT_EQ_U(guessed[3], 2 * F2_STACKS - 1); /* that order again: all but the first */
+    EXPECT(guessed[4] >= 2 * F2_STACKS - 1);  /* the first order, through the guesses before (succ2) */
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
 /* A stack the memo answers twice in a row is walked once more and becomes the last walk, which then
  * answers it inline (unwind.c, ot_unwind_noted_others): a thread that took over another's walk
  * cache, whose buffers hold none of its stacks, would otherwise ask the memo for every allocation
@@ -1340,5 +1400,5 @@ TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, 
           test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
-          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_answer_becomes_last,
+          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_successor, test_cfi_memo_answer_becomes_last,
           test_cost_20_frames)
