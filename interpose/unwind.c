@@ -992,8 +992,6 @@ static inline void memo_answered(walk_t *w, const memo_t *e)
         const char *next = (const char *)&w->memo[0].way[e->succ - 1];
         __builtin_prefetch(next);
         __builtin_prefetch(next + 64);
-        __builtin_prefetch(next + 128);
-        __builtin_prefetch(next + 192);
     }
 }
 
