@@ -964,6 +964,13 @@ static inline __attribute__((always_inline)) bool memo_checks_hold(const memo_t 
  * succ2's lines or the site's line ahead too gained nothing measurable (1.027, 1.020). */
 static inline uint32_t memo_index(const walk_t *w, const memo_t *e) { return (uint32_t)(e - w->memo[0].way); }
 
+/* Can entry e, whose frame 0 is (ip, sp), stand for a request of max frames from rbp bp? Whole for
+ * the request (as whole() for a walk) and frame 0's rbp equal where it matters. */
+static inline bool memo_fits(const memo_t *e, uintptr_t bp, unsigned max)
+{
+    return (e->complete || (e->cut != 0 && e->cut == max)) && (!e->matters0 || e->bp == bp);
+}
+
 /* Is entry e this very stack from (ip, sp, bp), for a request of max frames under tag_gen? Frame 0
  * equal (its rbp where it matters) and every check holding, the key frames' return addresses among
  * them: the induction of is_stack over the entry's checks, with no step taken. */
@@ -972,8 +979,7 @@ static inline bool memo_is_stack(const memo_t *e, uintptr_t ip, uintptr_t sp, ui
 {
     uint64_t e_tag_gen;
     __builtin_memcpy(&e_tag_gen, &e->tag, sizeof e_tag_gen);
-    return e->ip == ip && e->sp == sp && e_tag_gen == tag_gen && (e->complete || (e->cut != 0 && e->cut == max)) &&
-           (!e->matters0 || e->bp == bp) && memo_checks_hold(e, 0, ip, sp);
+    return e->ip == ip && e->sp == sp && e_tag_gen == tag_gen && memo_fits(e, bp, max) && memo_checks_hold(e, 0, ip, sp);
 }
 
 /* Entry e answered, after w->memo_last (if any): the link from that one to e, and e's successor's
@@ -1048,7 +1054,7 @@ static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, ui
         uint64_t e_tag_gen;
         __builtin_memcpy(&e_tag_gen, &e->tag, sizeof e_tag_gen);
         if (_mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) != 0xFFFF || e_tag_gen != tag_gen ||
-            !(e->complete || (e->cut != 0 && e->cut == max)) || e->nkey != nkey || (e->matters0 && e->bp != bp))
+            e->nkey != nkey || !memo_fits(e, bp, max))
             continue;
         if (!memo_checks_hold(e, e->kfirst, ip, sp)) continue;
         *depth = e->nips < max ? e->nips : max;
