@@ -951,21 +951,14 @@ static inline __attribute__((always_inline)) bool memo_checks_hold(const memo_t 
     return k == end;
 }
 
-/* The memo's successor guess. A run of allocations that the memo answers one after another comes in
- * an order that repeats: recursive_stacks 30000, stacks=all: of 2,102,763 memo answers that followed
- * another, 1,854,726 (88%) were the entry that followed the same entry the time before. So each
- * entry remembers the entry that answered after it (succ) and the one before that (succ2), and the
- * next question tests those entries first, each as a whole, in place of the key steps, the
- * fingerprints and the ways' compares (memo_succ); succ's first lines are fetched ahead while the
- * program runs on to its next allocation. The probe then answered 2.3 M of those questions, the
- * guess 1.9 M (succ alone), 2.1 M of 2.3 M (both). Time, recursive_stacks 60000 under stacks=all,
- * paired runs in alternating order (20 pairs, median of the ratios, quartiles): succ with its
- * prefetch 0.755 (0.730-0.777) of the time without; succ2 then 0.973 (0.960-0.985). Fetching
- * succ2's lines or the site's line ahead too gained nothing measurable (1.027, 1.020). */
-static inline uint32_t memo_index(const walk_t *w, const memo_t *e) { return (uint32_t)(e - w->memo[0].way); }
+/* The entry named by an index + 1 (a successor link), or NULL for 0 or one past the memo. */
+static inline const memo_t *memo_entry(const walk_t *w, uint32_t link)
+{
+    return link && link - 1 < (w->memo_mask + 1) * MEMO_WAYS ? &w->memo[0].way[link - 1] : NULL;
+}
 
-/* Can entry e, whose frame 0 is (ip, sp), stand for a request of max frames from rbp bp? Whole for
- * the request (as whole() for a walk) and frame 0's rbp equal where it matters. */
+/* Can entry e stand for a request of max frames from rbp bp? Whole for the request (as whole() for
+ * a walk) and frame 0's rbp equal where it matters. */
 static inline bool memo_fits(const memo_t *e, uintptr_t bp, unsigned max)
 {
     return (e->complete || (e->cut != 0 && e->cut == max)) && (!e->matters0 || e->bp == bp);
@@ -982,39 +975,57 @@ static inline bool memo_is_stack(const memo_t *e, uintptr_t ip, uintptr_t sp, ui
     return e->ip == ip && e->sp == sp && e_tag_gen == tag_gen && memo_fits(e, bp, max) && memo_checks_hold(e, 0, ip, sp);
 }
 
-/* Entry e answered, after w->memo_last (if any): the link from that one to e, and e's successor's
- * first lines fetched ahead (an entry's checks start in its second line). */
+/* The memo's successor guess. A run of allocations that the memo answers one after another comes in
+ * an order that repeats: recursive_stacks 30000, stacks=all: of 2,102,763 memo answers that followed
+ * another, 1,854,726 (88%) were the entry that followed the same entry the time before. So each
+ * entry remembers the entry that answered after it (succ) and the one before that (succ2), and the
+ * next question tests those entries first, each as a whole, in place of the key steps, the
+ * fingerprints and the ways' compares (memo_succ); succ's first lines are fetched ahead while the
+ * program runs on to its next allocation. Of that run's 2.26 M allocations the guess answered
+ * 1.90 M with succ alone, 2.07 M with both. Time, recursive_stacks 60000 under stacks=all, paired
+ * runs in alternating order (20 pairs, median of the ratios, quartiles): succ with its prefetch
+ * 0.755 (0.730-0.777) of the time without; succ2 then 0.973 (0.960-0.985). Fetching succ2's lines or
+ * the site's line ahead too gained nothing measurable (1.027, 1.020). */
+
+/* Entry e answered, after w->memo_last (if any): the link from that one to e, and the first two lines
+ * of e's successor fetched ahead (its compares, and its first checks in the second line). */
 static inline void memo_answered(walk_t *w, const memo_t *e)
 {
-    uint32_t succ = memo_index(w, e) + 1;
+    uint32_t link = (uint32_t)(e - w->memo[0].way) + 1;
     memo_t *prev = (memo_t *)(uintptr_t)w->memo_last;
-    if (prev && prev->succ != succ) {
+    if (prev && prev->succ != link) {
         prev->succ2 = prev->succ;
-        prev->succ = succ;
+        prev->succ = link;
     }
     w->memo_last = e;
     w->stepped = 0;
-    if (e->succ && e->succ - 1 < (w->memo_mask + 1) * MEMO_WAYS) {
-        const char *next = (const char *)&w->memo[0].way[e->succ - 1];
+    const char *next = (const char *)memo_entry(w, e->succ);
+    if (next) {
         __builtin_prefetch(next);
         __builtin_prefetch(next + 64);
     }
 }
 
-/* The memo's first question in a run of its answers: is this the stack of the entry that followed
- * the last one the time before? Its site (and *depth), else 0. Not the last entry itself: the same
- * stack twice in a row goes to the walk (ot_unwind_noted_others). */
+/* The entry a successor link of entry last names, if it is this very stack (memo_is_stack) and not
+ * last itself; else NULL. */
+static inline const memo_t *memo_guess(const walk_t *w, const memo_t *last, uint32_t link, uintptr_t ip,
+                                       uintptr_t sp, uintptr_t bp, uint64_t tag_gen, unsigned max)
+{
+    const memo_t *e = memo_entry(w, link);
+    return e && e != last && memo_is_stack(e, ip, sp, bp, tag_gen, max) ? e : NULL;
+}
+
+/* The memo's first question in a run of its answers (w->memo_last set): is this the stack of one of
+ * the two entries that followed the last one before, the more recent first? Its site (and *depth),
+ * else 0. Not the last entry itself: the same stack twice in a row goes to the walk
+ * (ot_unwind_noted_others). */
 static inline uint32_t memo_succ(walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen, unsigned max,
                                  uint32_t tag, unsigned *depth)
 {
     const memo_t *last = w->memo_last;
-    if (!last || !last->succ || last->succ - 1 >= (w->memo_mask + 1) * MEMO_WAYS) return 0;
-    const memo_t *e = &w->memo[0].way[last->succ - 1];
-    if (e == last || !memo_is_stack(e, ip, sp, bp, (uint64_t)code_gen << 32 | tag, max)) {
-        if (!last->succ2 || last->succ2 - 1 >= (w->memo_mask + 1) * MEMO_WAYS) return 0;
-        e = &w->memo[0].way[last->succ2 - 1];
-        if (e == last || !memo_is_stack(e, ip, sp, bp, (uint64_t)code_gen << 32 | tag, max)) return 0;
-    }
+    const uint64_t tag_gen = (uint64_t)code_gen << 32 | tag;
+    const memo_t *e = memo_guess(w, last, last->succ, ip, sp, bp, tag_gen, max);
+    if (!e && !(e = memo_guess(w, last, last->succ2, ip, sp, bp, tag_gen, max))) return 0;
     *depth = e->nips < max ? e->nips : max;
     memo_answered(w, e);
     w->guessed++;
