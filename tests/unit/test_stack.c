@@ -1294,6 +1294,66 @@ TEST(test_cfi_stack_memo_frame2)
     memo_frame2_round(fp2_callers, "frame pointers");
 }
 
+/* More stacks than a set has ways with one key (unwind.c, memo_keep and memo_find_noted's buddy
+ * set): twelve stacks that share frames 0 to 4 (noted_mid's, noted_via_a's and ks_2..ks_4's: the
+ * same ips and sp) and differ from frame 5 out fall in one set with one fingerprint. Kept there
+ * alone, in a cycle, each is crowded out by the four kept after it before it comes round again:
+ * none is ever found again, and each walk crowds out the next stack due (recursive_stacks 60000,
+ * stacks=all: 25,008 of 27,175 keeps evicted an entry). A full set places the rest in its buddy,
+ * where the probe asks next: all twelve are found again, each with its own note. Between two
+ * stacks, other stacks push the walk buffers' copies out, so that only the memo can answer. */
+#define KS_STACKS 12
+NOTED_CALLER(ks_2, noted_via_a, 30)
+NOTED_CALLER(ks_3, ks_2, 31)
+NOTED_CALLER(ks_4, ks_3, 32)
+NOTED_CALLER(ks5_0, ks_4, 40)
+NOTED_CALLER(ks5_1, ks_4, 41)
+NOTED_CALLER(ks5_2, ks_4, 42)
+NOTED_CALLER(ks5_3, ks_4, 43)
+NOTED_CALLER(ks5_4, ks_4, 44)
+NOTED_CALLER(ks5_5, ks_4, 45)
+NOTED_CALLER(ks5_6, ks_4, 46)
+NOTED_CALLER(ks5_7, ks_4, 47)
+NOTED_CALLER(ks5_8, ks_4, 48)
+NOTED_CALLER(ks5_9, ks_4, 49)
+NOTED_CALLER(ks5_10, ks_4, 50)
+NOTED_CALLER(ks5_11, ks_4, 51)
+static const noted_fn ks_callers[KS_STACKS] = {ks5_0, ks5_1, ks5_2, ks5_3, ks5_4,  ks5_5,
+                                               ks5_6, ks5_7, ks5_8, ks5_9, ks5_10, ks5_11};
+
+TEST(test_cfi_memo_full_set)
+{
+    ot_stack_note_t note = {0};
+    uintptr_t ips[OT_MAX_FRAMES];
+    probe_first = 1;
+    memset(memo_mem, 0, sizeof memo_mem);
+    ot_unwind_attach(memo_mem, sizeof memo_mem);
+    unsigned walked[3] = {0}, hits[3] = {0};
+    for (volatile unsigned r = 0; r < 3; r++) {
+        for (volatile unsigned i = 0; i < KS_STACKS; i++) {
+            memset(ips, 0, sizeof ips);
+            note.hit = 0;
+            unsigned n = ks_callers[i](ips, 7, &note);
+            EXPECT(n >= 7); /* noted_mid, noted_via_a, ks_2..ks_4, the caller, this and its callers */
+            if (note.hit) {
+                hits[r]++;
+                EXPECT_EQ_U(note.value, 800 + i); /* its own note, never another's */
+            } else {
+                walked[r]++;
+                ot_unwind_note_set(note.walk, 7, 800 + i);
+            }
+            for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
+        }
+    }
+    printf("  %u stacks with one key: %u walked, then %u and %u found again\n", KS_STACKS, walked[0], hits[1],
+           hits[2]);
+    EXPECT_EQ_U(walked[0], KS_STACKS);
+    EXPECT_EQ_U(hits[1], KS_STACKS);
+    EXPECT_EQ_U(hits[2], KS_STACKS);
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
 /* The memo's successor guess (unwind.c, memo_succ). Stacks that the memo answers one after another,
  * in an order that repeats, are answered by the guess, each with its own note. Where the order
  * changes, the guessed entry is not taken and the probe answers: after deep(i) comes f2_j where the
@@ -1400,5 +1460,5 @@ TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, 
           test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
-          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_successor, test_cfi_memo_answer_becomes_last,
+          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_full_set, test_cfi_memo_successor, test_cfi_memo_answer_becomes_last,
           test_cost_20_frames)
