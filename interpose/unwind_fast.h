@@ -186,5 +186,10 @@ static inline __attribute__((always_inline)) uint32_t ot_unwind_noted_inline(uin
  * cc1 under stacks=all, half the time. */
 uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
                                 uint32_t *searched);
+/* ot_unwind_noted_others in its two parts: the memo's successor guess alone (the site, or 0), in a
+ * run of the memo's answers; then, where it is not this stack, the rest. */
+uint32_t ot_unwind_noted_guess(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth);
+uint32_t ot_unwind_noted_rest(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
+                              uint32_t *searched);
 
 #endif
