@@ -285,7 +285,7 @@ void ot_unwind_init(void);
 /* stacks=all attaches this much more after OT_UNWIND_CACHE_BYTES: the stack memo (unwind.c), 8,192
  * noted stacks beyond the 16 walks, for programs that allocate from hundreds or thousands of stacks
  * in turn (recursive code: tests/bench/recursive_stacks.c). Touched as it fills. */
-#define OT_UNWIND_MEMO_BYTES ((4608u << 10) + (48u << 10)) /* 1,024 sets of 4.5 KiB, their fingerprints, the step cache */
+#define OT_UNWIND_MEMO_BYTES ((6656u << 10) + (48u << 10)) /* 1,024 sets of 6.5 KiB, their fingerprints, the step cache */
 void ot_unwind_attach(void *mem, size_t bytes);
 void ot_unwind_flush(void);
 void ot_unwind_stats(uint64_t *rule_builds, uint64_t *fallbacks);

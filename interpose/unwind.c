@@ -691,18 +691,15 @@ static uint64_t g_fallbacks;
  * full is a way replaced. Then 2,317 keeps, 119 of them evicting; paired runs, 60000 rounds
  * (20 pairs, median of the ratios, quartiles): 0.895 (0.884-0.923) of the time without. A way
  * freed later (a dropped keep) can leave a buddy's entry unasked: a walk, never a wrong answer. */
-/* An entry's checks are kept in 8 bytes each, not the walk's 16 (a hit reads its checks, and the
- * entry is seldom in the cache: recursive_stacks, stacks=all, 512-byte entries against 1 KiB):
- * the slot as an offset from frame 0's sp (the entry matches only at that sp), and the value it
- * must hold as a 32-bit difference from one of four bases, named by the offset's two low bits
- * (slots are 8-byte aligned): frame 0's ip (return addresses into the same module), its sp (saved
- * rbps), the entry's far base (the first return address that fits neither: another module's) or
- * 0. A walk with a check that fits none of them, or a slot not so aligned or placed, is not kept.
- * The comparison is the same, hence as exact. The same 4 MiB then holds 8,192 entries instead of
- * 4,096 (recursive_stacks 20000, stacks=all, callgrind with a 2 MiB last-level cache: 1,773 M
- * instructions and 802 K last-level read misses with 1 KiB entries, 1,891 M and 136 K with these;
- * 100000 rounds, median of 11 runs alternating with the program alone: 6.45x -> 5.55x; at 2 MiB,
- * 4,096 of these entries, 6.66x: the walks the smaller memo misses cost more than its misses).
+/* An entry's checks: each slot's value as a whole word, then the slots, each in 16 bits as words
+ * from frame 0's sp (the entry matches only at that sp), two arrays (memo_val, memo_slot): 10 bytes
+ * a check, and a compare of a slot with its value is a load, a compare and a branch. A walk with a
+ * slot not so aligned or placed is not kept. Until this, a check took 8 bytes, its value a 32-bit
+ * difference from one of four bases named by the offset's low bits (frame 0's ip, its sp, a far
+ * base for another module's return addresses, 0), decoded on every compare: at the 8,192 entries
+ * that 4 MiB held, recursive_stacks 20000 under callgrind with a 2 MiB last-level cache took
+ * 1,773 M instructions and 802 K last-level read misses with 16-byte checks, 1,891 M and 136 K with
+ * those; 100000 rounds, median of 11 runs alternating with the program alone, 6.45x -> 5.55x.
  * The return addresses of the key's frames (memo_key_live reads them off the stack for the probe,
  * stepping as the walk steps) are kept in the entry's first line too: equal, with frame 0 equal,
  * each key frame's CFA is the walk's by the same induction as the checks (a CFA taken from rbp
@@ -711,19 +708,21 @@ static uint64_t g_fallbacks;
  * fewer (recursive_stacks 20000: 17.9 M checks read, 11.2 M; 1,785 M instructions, 1,752 M; 100000
  * rounds, 11 interleaved runs: 4.95x -> 4.77x). They stay in the list for the successor guess
  * (memo_succ), which takes no key step and so compares every check.
- * An entry is 576 bytes, nine lines, not 512: an odd number of lines apart, the ways' first lines
- * (the line every probe reads) fall in every set of the caches, where 512 bytes apart they fell
- * only in every eighth set of L1 and of L2: for them, caches an eighth of their size.
- * recursive_stacks 20000 under callgrind with this machine's caches (48 KiB 12-way L1, 2 MiB 16-way
- * L2 as the last level): L2 read misses 519,620 -> 5,233 for the same instructions (1,539 M,
- * 1,542 M); wall time, interleaved medians against the program alone: 100000 rounds (9 runs)
- * 4.61x -> 4.45x, 300000 rounds (7 runs) 4.79x -> 4.53x. (448 bytes, seven lines and 45 checks,
- * did as well; the larger entry keeps deeper stacks.) Two of its checks' room went to the successor
- * guess's fields: 59 checks, the key frames' among them. */
-#define MEMO_CHK 59
+ * An entry is an odd number of lines: apart by that, the ways' first lines (the line every probe
+ * reads) fall in every set of the caches, where 512 bytes apart they fell only in every eighth set
+ * of L1 and of L2: for them, caches an eighth of their size (recursive_stacks 20000 under
+ * callgrind with this machine's caches, 48 KiB 12-way L1 and 2 MiB 16-way L2 as the last level:
+ * L2 read misses 519,620 -> 5,233 for the same instructions; 300000 rounds, 7 interleaved runs,
+ * 4.79x -> 4.53x). It is thirteen lines, 832 bytes, 73 checks: a stack of 32 frames built with frame
+ * pointers has a check for each frame's return address and one for its saved rbp, and at nine lines
+ * (59 checks of 8 bytes) most of recursive_stacks_fp's were not kept and were walked every time
+ * (28,460 of its keeps at 20000 rounds had more than 55 checks). 1,024 sets of eight: 6.5 MiB,
+ * touched as it fills. Paired runs, 20 and 16 pairs, median ratio and quartiles, against nine lines
+ * of 8-byte checks: recursive_stacks 60000 0.984 (0.968-1.019), recursive_stacks_fp 60000 0.870
+ * (0.778-0.974). */
+#define MEMO_CHK 73
 #define MEMO_WAYS 8
 #define MEMO_KEY_FRAMES 5 /* frame 0 and frames 1-4: the key (memo_key) */
-enum { MB_IP, MB_SP, MB_FAR, MB_ZERO };
 typedef struct memo {
     /* The first line: what a probe compares before it reads a check. */
     uintptr_t ip, sp;                   /* frame 0 */
@@ -735,26 +734,24 @@ typedef struct memo {
     uint8_t clock; /* way[0]'s: the set's next way to replace */
     /* The second line on: what a hit reads. */
     uintptr_t bp;  /* frame 0's, compared where it matters (matters0) */
-    uintptr_t far; /* the base of checks marked MB_FAR */
     uint32_t site; /* the note */
     uint16_t nchk, nips;
     /* The entry that answered right after this one the last time this one answered (its index in
-     * the memo + 1; 0: none): the guess ot_unwind_noted_guess tests first (memo_succ). */
+     * the memo + 1; 0: none): the guess ot_unwind_noted_others tests first (memo_succ). */
     uint32_t succ, succ2;
     uint8_t kfirst; /* the leading checks that are key frames' return addresses: a probe skips them */
-    struct {
-        int32_t off;   /* slot - sp, its low two bits the base (MB_*) */
-        int32_t delta; /* value - base */
-    } chk[MEMO_CHK];
+    /* The checks: nchk values (val), then their slots (slot: (slot - sp) / 8), memo_val, memo_slot. */
+    uint64_t chk[(832 - 96) / 8];
 } __attribute__((aligned(64))) memo_t;
-_Static_assert(sizeof(memo_t) == 576, "a memo entry is nine lines");
+_Static_assert(sizeof(memo_t) == 832, "a memo entry is thirteen lines");
 _Static_assert((sizeof(memo_t) / 64) % 2 == 1, "an odd number of lines apart, entries' first lines use every cache set");
 _Static_assert(offsetof(memo_t, bp) == 64, "a probe's compares read the entry's first line only");
+_Static_assert(offsetof(memo_t, chk) == 96 && MEMO_CHK * 10 <= sizeof(((memo_t *)0)->chk), "the checks fit");
 typedef struct memo_set {
     memo_t way[MEMO_WAYS];
 } memo_set_t;
 /* Each set's fingerprints, in an array of their own after the sets: a probe reads its set's 16
- * bytes (16 KiB for all sets, where the ways' first lines lie 576 bytes apart) and compares
+ * bytes (16 KiB for all sets, where the ways' first lines lie 832 bytes apart) and compares
  * only the ways whose fingerprint is the key's, instead of reading the first line of all eight
  * (recursive_stacks 20000, stacks=all, callgrind: 2.5 of a probe's 5.1 first-level read misses were
  * those lines). A filter only: a way it names is compared in full. 0: the way holds no entry. */
@@ -952,19 +949,19 @@ static inline memo_key_t memo_keep_key(const walk_t *w, const wbuf_t *b, unsigne
     return memo_key(w, h);
 }
 
-/* Do entry e's checks from check c on hold against the stack whose frame 0 is (ip, sp)? In order:
- * a check's slot is read only once those before it held (first_failing). */
-static inline __attribute__((always_inline)) bool memo_checks_hold(const memo_t *e, unsigned c, uintptr_t ip,
-                                                                   uintptr_t sp)
+/* Entry e's check k: the value its slot must hold, and the slot (in words from frame 0's sp). */
+static inline const uint64_t *memo_val(const memo_t *e) { return e->chk; }
+static inline const uint16_t *memo_slot(const memo_t *e) { return (const uint16_t *)(const void *)(e->chk + e->nchk); }
+
+/* Do entry e's checks from check c on hold against the stack whose frame 0 is at sp? In order: a
+ * check's slot is read only once those before it held (first_failing). */
+static inline __attribute__((always_inline)) bool memo_checks_hold(const memo_t *e, unsigned c, uintptr_t sp)
 {
-    const uintptr_t base[4] = {[MB_IP] = ip, [MB_SP] = sp, [MB_FAR] = e->far, [MB_ZERO] = 0};
-    const __typeof__(e->chk[0]) *k = e->chk + c, *end = e->chk + e->nchk;
-    for (; k < end; k++) {
-        intptr_t off = k->off; /* sign-extended once, masked in 64 bits */
-        uintptr_t v = *(const uintptr_t *)(sp + (uintptr_t)(off & ~(intptr_t)3));
-        if (v != base[off & 3] + (uintptr_t)(intptr_t)k->delta) break;
-    }
-    return k == end;
+    const uint64_t *val = memo_val(e), *stack = (const uint64_t *)sp;
+    const uint16_t *slot = memo_slot(e);
+    unsigned k = c, n = e->nchk;
+    while (k < n && stack[slot[k]] == val[k]) k++;
+    return k == n;
 }
 
 /* The entry named by an index + 1 (a successor link), or NULL for 0 or one past the memo. */
@@ -988,7 +985,7 @@ static inline bool memo_is_stack(const memo_t *e, uintptr_t ip, uintptr_t sp, ui
 {
     uint64_t e_tag_gen;
     __builtin_memcpy(&e_tag_gen, &e->tag, sizeof e_tag_gen);
-    return e->ip == ip && e->sp == sp && e_tag_gen == tag_gen && memo_fits(e, bp, max) && memo_checks_hold(e, 0, ip, sp);
+    return e->ip == ip && e->sp == sp && e_tag_gen == tag_gen && memo_fits(e, bp, max) && memo_checks_hold(e, 0, sp);
 }
 
 /* The memo's successor guess. A run of allocations that the memo answers one after another comes in
@@ -1085,7 +1082,7 @@ static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, ui
             if (_mm_movemask_epi8(_mm_cmpeq_epi8(d, zero)) != 0xFFFF || e_tag_gen != tag_gen || e->nkey != nkey ||
                 !memo_fits(e, bp, max))
                 continue;
-            if (!memo_checks_hold(e, e->kfirst, ip, sp)) continue;
+            if (!memo_checks_hold(e, e->kfirst, sp)) continue;
             *depth = e->nips < max ? e->nips : max;
             *hit = e;
             return e->site;
@@ -1094,15 +1091,6 @@ static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, ui
         if (pass || _mm_movemask_epi8(_mm_cmpeq_epi16(fps, zero)) != 0) return 0;
         mk = memo_buddy(w, mk);
     }
-}
-
-/* value - base as a 32-bit difference, if it is one. */
-static inline bool fits32(uintptr_t value, uintptr_t base, int32_t *delta)
-{
-    intptr_t d = (intptr_t)(value - base);
-    if (d < INT32_MIN || d > INT32_MAX) return false;
-    *delta = (int32_t)d;
-    return true;
 }
 
 /* Walk b, just noted with site under tag, kept in the memo (w busy), unless its checks do not fit
@@ -1129,42 +1117,32 @@ static void memo_keep(walk_t *w, const wbuf_t *b, uint32_t tag, uint32_t site)
     memo_set_t *set = mk.set;
     memo_t *e = &set->way[k];
     mk.fps->fp[k] = 0; /* until the entry is whole (w is busy: no probe runs meanwhile) */
-    uintptr_t ip = b->f[0].ip, sp = b->f[0].sp, far = 0; /* far: 0 until set (0 itself fits MB_ZERO) */
-    unsigned kept = 0, kfirst = 0;
+    uintptr_t ip = b->f[0].ip, sp = b->f[0].sp;
+    unsigned kfirst = 0;
+    if (b->nchk > MEMO_CHK) goto drop;
+    e->nchk = (uint16_t)b->nchk; /* where the slots start */
+    uint64_t *val = e->chk;
+    uint16_t *slot = (uint16_t *)(void *)(e->chk + b->nchk);
     for (unsigned c = 0; c < b->nchk; c++) {
-        uintptr_t at = b->chk[c].at, val = b->chk[c].val;
+        uintptr_t at = b->chk[c].at;
         unsigned t = b->frame[c];
         /* The return address of a key frame, in its slot: the probe's own step read it there (the
          * same slot where the frames before are the same) and compares it with kip, so a probe
          * skips those that lead the list (kfirst). They are kept for memo_succ, which takes no
          * step. */
-        if (kept == kfirst && t >= 1 && t < nkey && at == b->f[t].sp - 8 && val == b->f[t].ip) kfirst++;
-        if (kept == MEMO_CHK) goto drop;
-        int32_t off, delta;
-        if ((at & 7) != 0 || !fits32(at, sp, &off)) goto drop;
-        unsigned kind;
-        if (fits32(val, ip, &delta)) kind = MB_IP;
-        else if (fits32(val, sp, &delta)) kind = MB_SP;
-        else if (fits32(val, 0, &delta)) kind = MB_ZERO;
-        else {
-            if (!far) far = val; /* the first value that fits none of the others is the far base */
-            if (!fits32(val, far, &delta)) goto drop;
-            kind = MB_FAR;
-        }
-        e->chk[kept].off = off | (int32_t)kind;
-        e->chk[kept].delta = delta;
-        kept++;
+        if (kfirst == c && t >= 1 && t < nkey && at == b->f[t].sp - 8 && b->chk[c].val == b->f[t].ip) kfirst++;
+        if ((at & 7) != 0 || at < sp || (at - sp) / 8 > UINT16_MAX) goto drop;
+        val[c] = b->chk[c].val;
+        slot[c] = (uint16_t)((at - sp) / 8);
     }
     for (unsigned j = 1; j < MEMO_KEY_FRAMES; j++) e->kip[j - 1] = j < nkey ? b->f[j].ip : 0;
     e->nkey = (uint8_t)nkey;
     e->ip = ip;
     e->sp = sp;
     e->bp = b->f[0].bp;
-    e->far = far;
     e->site = site;
     e->code_gen = b->code_gen;
     e->cut = b->cut;
-    e->nchk = (uint16_t)kept;
     e->kfirst = (uint8_t)kfirst;
     e->succ = e->succ2 = 0;
     e->nips = (uint16_t)b->nips;

@@ -1294,6 +1294,46 @@ TEST(test_cfi_stack_memo_frame2)
     memo_frame2_round(fp2_callers, "frame pointers");
 }
 
+/* A deep stack built with frame pointers: each frame's CFA comes from rbp, so an entry keeps a check
+ * for each frame's saved rbp as well as for its return address, about two a frame (unwind.c: an
+ * entry holds 73 checks; at 59 such stacks were not kept and were walked every time). Noted once,
+ * it is found again by the memo after other stacks pushed it out of the walk buffers. */
+__attribute__((noipa, optimize("no-omit-frame-pointer"))) static unsigned fp_deep(unsigned d, uintptr_t *ips,
+                                                                                  uint32_t tag, ot_stack_note_t *note)
+{
+    unsigned n = d ? fp_deep(d - 1, ips, tag, note) : fp_via(ips, tag, note);
+    sink += d;
+    return n;
+}
+
+TEST(test_cfi_memo_deep_fp)
+{
+    ot_stack_note_t note = {0};
+    uintptr_t ips[OT_MAX_FRAMES];
+    probe_first = 1;
+    memset(memo_mem, 0, sizeof memo_mem);
+    ot_unwind_attach(memo_mem, sizeof memo_mem);
+    bool hit[3];
+    unsigned n = 0;
+    for (volatile unsigned r = 0; r < 3; r++) {
+        memset(ips, 0, sizeof ips);
+        note.hit = 0;
+        n = fp_deep(28, ips, 7, &note);
+        hit[r] = note.hit;
+        if (note.hit) EXPECT_EQ_U(note.value, 900);
+        else ot_unwind_note_set(note.walk, 7, 900);
+        for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
+    }
+    printf("  %u frames with frame pointers: %s, then %s and %s\n", n, hit[0] ? "found" : "walked",
+           hit[1] ? "found again" : "walked again", hit[2] ? "found again" : "walked again");
+    EXPECT(n >= 31); /* fp_mid, fp_via, 29 of fp_deep, this test and its callers, within OT_MAX_FRAMES */
+    EXPECT(!hit[0]);
+    EXPECT(hit[1]);
+    EXPECT(hit[2]);
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
+
 /* More stacks than a set has ways with one key (unwind.c, memo_keep and memo_find_noted's buddy
  * set): twelve stacks that share frames 0 to 4 (noted_mid's, noted_via_a's and ks_2..ks_4's: the
  * same ips and sp) and differ from frame 5 out fall in one set with one fingerprint. Kept there
@@ -1460,5 +1500,5 @@ TEST_MAIN(test_init, test_chain_exact, test_chain_fast, test_fast_equals_exact, 
           test_depth_limit, test_other_thread, test_signal_handler, test_in_signal_handler, test_no_malloc,
           test_cfi_frame_kinds, test_cfi_rule_cache_ways, test_cfi_deeper_than_cache, test_cfi_cache_parts,
           test_cfi_notes, test_cfi_memo, test_cfi_rbp_passed_on, test_cfi_join_past_cut, test_cfi_cycle, test_cfi_searched, test_cfi_early, test_cfi_threads,
-          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_full_set, test_cfi_memo_successor, test_cfi_memo_answer_becomes_last,
+          test_cfi_stack_memo, test_cfi_stack_memo_frame2, test_cfi_memo_full_set, test_cfi_memo_deep_fp, test_cfi_memo_successor, test_cfi_memo_answer_becomes_last,
           test_cost_20_frames)
