@@ -552,6 +552,25 @@ static OT_NOINLINE unsigned noted_leaf(uintptr_t *ips, uint32_t tag, ot_stack_no
         return n;                                                                                      \
     }
 #define NOTED_CALLER(name, callee, k) NOTED_CALLER_ATTR((noipa), name, callee, k)
+typedef unsigned (*noted_fn)(uintptr_t *, uint32_t, ot_stack_note_t *);
+/* Twelve callers of callee, name_0..name_11 (the work after the call k0..k0 + 11), and the array
+ * name_callers of them: twelve stacks that share callee's frames and differ from the caller out. */
+#define TWELVE_CALLERS(attrs, name, callee, k0)                                                        \
+    NOTED_CALLER_ATTR(attrs, name##_0, callee, k0)                                                     \
+    NOTED_CALLER_ATTR(attrs, name##_1, callee, k0 + 1)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_2, callee, k0 + 2)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_3, callee, k0 + 3)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_4, callee, k0 + 4)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_5, callee, k0 + 5)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_6, callee, k0 + 6)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_7, callee, k0 + 7)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_8, callee, k0 + 8)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_9, callee, k0 + 9)                                                 \
+    NOTED_CALLER_ATTR(attrs, name##_10, callee, k0 + 10)                                               \
+    NOTED_CALLER_ATTR(attrs, name##_11, callee, k0 + 11)                                               \
+    static const noted_fn name##_callers[12] = {                                                       \
+        name##_0, name##_1, name##_2, name##_3, name##_4,  name##_5,                                   \
+        name##_6, name##_7, name##_8, name##_9, name##_10, name##_11};
 NOTED_CALLER(noted_one, noted_leaf, 1)
 NOTED_CALLER(noted_two, noted_leaf, 2)
 NOTED_CALLER(noted_three, noted_leaf, 3)
@@ -1143,6 +1162,20 @@ static OT_NOINLINE unsigned deep(unsigned d, capture_fn fn, unsigned iters, uint
 NOTED_CALLER(memo_outer_a, noted_via_a, 8)
 NOTED_CALLER(memo_outer_b, noted_via_a, 9)
 static char memo_mem[OT_UNWIND_CACHE_BYTES + OT_UNWIND_MEMO_BYTES] __attribute__((aligned(64)));
+/* An empty memo attached (no entry of the tests before), asked before any walk as live.c asks it;
+ * memo_done detaches it. */
+static const walk_t *memo_fresh(void)
+{
+    probe_first = 1;
+    memset(memo_mem, 0, sizeof memo_mem);
+    ot_unwind_attach(memo_mem, sizeof memo_mem);
+    return ot_walk_cache;
+}
+static void memo_done(void)
+{
+    ot_unwind_attach(NULL, 0);
+    probe_first = 0;
+}
 static unsigned memo_round(ot_stack_note_t *note, bool set)
 {
     uintptr_t ips[OT_MAX_FRAMES];
@@ -1211,50 +1244,25 @@ TEST(test_cfi_stack_memo)
  * them find that stack's one note. Between two calls, other stacks push the walk buffers' copies
  * out, so that only the memo can answer. */
 #define F2_STACKS 12
-NOTED_CALLER(f2_0, noted_via_a, 10)
-NOTED_CALLER(f2_1, noted_via_a, 11)
-NOTED_CALLER(f2_2, noted_via_a, 12)
-NOTED_CALLER(f2_3, noted_via_a, 13)
-NOTED_CALLER(f2_4, noted_via_a, 14)
-NOTED_CALLER(f2_5, noted_via_a, 15)
-NOTED_CALLER(f2_6, noted_via_a, 16)
-NOTED_CALLER(f2_7, noted_via_a, 17)
-NOTED_CALLER(f2_8, noted_via_a, 18)
-NOTED_CALLER(f2_9, noted_via_a, 19)
-NOTED_CALLER(f2_10, noted_via_a, 20)
-NOTED_CALLER(f2_11, noted_via_a, 21)
-typedef unsigned (*noted_fn)(uintptr_t *, uint32_t, ot_stack_note_t *);
-static const noted_fn f2_callers[F2_STACKS] = {f2_0, f2_1, f2_2, f2_3, f2_4, f2_5,
-                                               f2_6, f2_7, f2_8, f2_9, f2_10, f2_11};
+TWELVE_CALLERS((noipa), f2, noted_via_a, 10)
 /* The same with frame pointers in every frame but noted_leaf's: the key's steps take each CFA from
  * rbp, read from the slots where the frames saved it (the checks an entry keeps for them). */
 #define NOTED_CALLER_FP(name, callee, k) \
     NOTED_CALLER_ATTR((noipa, optimize("no-omit-frame-pointer")), name, callee, k)
 NOTED_CALLER_FP(fp_mid, noted_leaf, 3)
 NOTED_CALLER_FP(fp_via, fp_mid, 4)
-NOTED_CALLER_FP(fp2_0, fp_via, 10)
-NOTED_CALLER_FP(fp2_1, fp_via, 11)
-NOTED_CALLER_FP(fp2_2, fp_via, 12)
-NOTED_CALLER_FP(fp2_3, fp_via, 13)
-NOTED_CALLER_FP(fp2_4, fp_via, 14)
-NOTED_CALLER_FP(fp2_5, fp_via, 15)
-NOTED_CALLER_FP(fp2_6, fp_via, 16)
-NOTED_CALLER_FP(fp2_7, fp_via, 17)
-NOTED_CALLER_FP(fp2_8, fp_via, 18)
-NOTED_CALLER_FP(fp2_9, fp_via, 19)
-NOTED_CALLER_FP(fp2_10, fp_via, 20)
-NOTED_CALLER_FP(fp2_11, fp_via, 21)
-static const noted_fn fp2_callers[F2_STACKS] = {fp2_0, fp2_1, fp2_2, fp2_3, fp2_4,  fp2_5,
-                                                fp2_6, fp2_7, fp2_8, fp2_9, fp2_10, fp2_11};
+TWELVE_CALLERS((noipa, optimize("no-omit-frame-pointer")), fp2, fp_via, 10)
 
-static void memo_frame2_round(const noted_fn *callers, const char *what)
+/* Twelve stacks from callers, which differ from frame `differ` out, twice round: whole for a limit
+ * past that frame, and one stack cut at a limit up to it. */
+static void memo_frame2_round(const noted_fn *callers, unsigned differ, const char *what)
 {
     static const unsigned limits[] = {OT_MAX_FRAMES, 3, 2};
     ot_stack_note_t note = {0};
     uintptr_t ips[OT_MAX_FRAMES];
     probe_first = 1;
     for (volatile unsigned l = 0; l < 3; l++) {
-        bool whole = limits[l] > 2; /* the stacks differ within the limit */
+        bool whole = limits[l] > differ; /* the stacks differ within the limit */
         memset(memo_mem, 0, sizeof memo_mem); /* no entry of the tests before */
         ot_unwind_attach(memo_mem, sizeof memo_mem);
         leaf_max = probe_max = limits[l];
@@ -1290,8 +1298,8 @@ static void memo_frame2_round(const noted_fn *callers, const char *what)
 
 TEST(test_cfi_stack_memo_frame2)
 {
-    memo_frame2_round(f2_callers, "no frame pointers");
-    memo_frame2_round(fp2_callers, "frame pointers");
+    memo_frame2_round(f2_callers, 2, "no frame pointers");
+    memo_frame2_round(fp2_callers, 2, "frame pointers");
 }
 
 /* A deep stack built with frame pointers: each frame's CFA comes from rbp, so an entry keeps a check
@@ -1310,9 +1318,7 @@ TEST(test_cfi_memo_deep_fp)
 {
     ot_stack_note_t note = {0};
     uintptr_t ips[OT_MAX_FRAMES];
-    probe_first = 1;
-    memset(memo_mem, 0, sizeof memo_mem);
-    ot_unwind_attach(memo_mem, sizeof memo_mem);
+    (void)memo_fresh();
     bool hit[3];
     unsigned n = 0;
     for (volatile unsigned r = 0; r < 3; r++) {
@@ -1330,8 +1336,7 @@ TEST(test_cfi_memo_deep_fp)
     EXPECT(!hit[0]);
     EXPECT(hit[1]);
     EXPECT(hit[2]);
-    ot_unwind_attach(NULL, 0);
-    probe_first = 0;
+    memo_done();
 }
 
 /* More stacks than a set has ways with one key (unwind.c, memo_keep and memo_find_noted's buddy
@@ -1341,57 +1346,16 @@ TEST(test_cfi_memo_deep_fp)
  * none is ever found again, and each walk crowds out the next stack due (recursive_stacks 60000,
  * stacks=all: 25,008 of 27,175 keeps evicted an entry). A full set places the rest in its buddy,
  * where the probe asks next: all twelve are found again, each with its own note. Between two
- * stacks, other stacks push the walk buffers' copies out, so that only the memo can answer. */
-#define KS_STACKS 12
+ * stacks, other stacks push the walk buffers' copies out, so that only the memo can answer. Cut at
+ * 3 or 2 frames they are one stack. */
 NOTED_CALLER(ks_2, noted_via_a, 30)
 NOTED_CALLER(ks_3, ks_2, 31)
 NOTED_CALLER(ks_4, ks_3, 32)
-NOTED_CALLER(ks5_0, ks_4, 40)
-NOTED_CALLER(ks5_1, ks_4, 41)
-NOTED_CALLER(ks5_2, ks_4, 42)
-NOTED_CALLER(ks5_3, ks_4, 43)
-NOTED_CALLER(ks5_4, ks_4, 44)
-NOTED_CALLER(ks5_5, ks_4, 45)
-NOTED_CALLER(ks5_6, ks_4, 46)
-NOTED_CALLER(ks5_7, ks_4, 47)
-NOTED_CALLER(ks5_8, ks_4, 48)
-NOTED_CALLER(ks5_9, ks_4, 49)
-NOTED_CALLER(ks5_10, ks_4, 50)
-NOTED_CALLER(ks5_11, ks_4, 51)
-static const noted_fn ks_callers[KS_STACKS] = {ks5_0, ks5_1, ks5_2, ks5_3, ks5_4,  ks5_5,
-                                               ks5_6, ks5_7, ks5_8, ks5_9, ks5_10, ks5_11};
+TWELVE_CALLERS((noipa), ks5, ks_4, 40)
 
 TEST(test_cfi_memo_full_set)
 {
-    ot_stack_note_t note = {0};
-    uintptr_t ips[OT_MAX_FRAMES];
-    probe_first = 1;
-    memset(memo_mem, 0, sizeof memo_mem);
-    ot_unwind_attach(memo_mem, sizeof memo_mem);
-    unsigned walked[3] = {0}, hits[3] = {0};
-    for (volatile unsigned r = 0; r < 3; r++) {
-        for (volatile unsigned i = 0; i < KS_STACKS; i++) {
-            memset(ips, 0, sizeof ips);
-            note.hit = 0;
-            unsigned n = ks_callers[i](ips, 7, &note);
-            EXPECT(n >= 7); /* noted_mid, noted_via_a, ks_2..ks_4, the caller, this and its callers */
-            if (note.hit) {
-                hits[r]++;
-                EXPECT_EQ_U(note.value, 800 + i); /* its own note, never another's */
-            } else {
-                walked[r]++;
-                ot_unwind_note_set(note.walk, 7, 800 + i);
-            }
-            for (volatile unsigned d = 0; d < 20; d++) (void)noted_deep(d, ips, 7, &note); /* not noted */
-        }
-    }
-    printf("  %u stacks with one key: %u walked, then %u and %u found again\n", KS_STACKS, walked[0], hits[1],
-           hits[2]);
-    EXPECT_EQ_U(walked[0], KS_STACKS);
-    EXPECT_EQ_U(hits[1], KS_STACKS);
-    EXPECT_EQ_U(hits[2], KS_STACKS);
-    ot_unwind_attach(NULL, 0);
-    probe_first = 0;
+    memo_frame2_round(ks5_callers, 5, "one key");
 }
 
 /* The memo's successor guess (unwind.c, memo_succ). Stacks that the memo answers one after another,
@@ -1429,10 +1393,7 @@ TEST(test_cfi_memo_successor)
 {
     ot_stack_note_t note = {0};
     uintptr_t ips[OT_MAX_FRAMES];
-    probe_first = 1;
-    memset(memo_mem, 0, sizeof memo_mem);
-    ot_unwind_attach(memo_mem, sizeof memo_mem);
-    const walk_t *w = ot_walk_cache;
+    const walk_t *w = memo_fresh();
     unsigned hits[5], guessed[5];
     for (volatile unsigned r = 0; r < 5; r++) {
         uint32_t g0 = w->guessed;
@@ -1450,8 +1411,7 @@ TEST(test_cfi_memo_successor)
     EXPECT_EQ_U(guessed[2], 0);                /* another order: every guess wrong, none taken */
     EXPECT_EQ_U(guessed[3], 2 * F2_STACKS - 1); /* that order again: all but the first */
     EXPECT(guessed[4] >= 2 * F2_STACKS - 1);  /* the first order, through the guesses before (succ2) */
-    ot_unwind_attach(NULL, 0);
-    probe_first = 0;
+    memo_done();
 }
 
 /* A stack the memo answers twice in a row is walked once more and becomes the last walk, which then
@@ -1462,9 +1422,7 @@ TEST(test_cfi_memo_answer_becomes_last)
 {
     ot_stack_note_t note = {0};
     uintptr_t ips[OT_MAX_FRAMES];
-    memset(memo_mem, 0, sizeof memo_mem);
-    ot_unwind_attach(memo_mem, sizeof memo_mem);
-    probe_first = 1;
+    (void)memo_fresh();
     /* walked; the memo; the memo again: walked; then the last walk */
     static const bool want_hit[7] = {false, true, false, true, true, true, true};
     bool hit[7];
@@ -1481,8 +1439,7 @@ TEST(test_cfi_memo_answer_becomes_last)
     for (unsigned i = 0; i < 7; i++) printf(" %s", hit[i] ? "noted" : "walked");
     printf("\n");
     for (unsigned i = 0; i < 7; i++) EXPECT(hit[i] == want_hit[i]);
-    ot_unwind_attach(NULL, 0);
-    probe_first = 0;
+    memo_done();
 }
 
 TEST(test_cost_20_frames)
