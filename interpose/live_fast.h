@@ -357,12 +357,7 @@ static inline uint32_t ot_live_noted_others(const ot_origin_t *origin, uint32_t 
     return 0;
 #else
     unsigned depth;
-    uint32_t site = ot_unwind_noted_guess(origin->ip, origin->sp, origin->bp, ot_opt.stack_depth, tag, &depth);
-    if (site) {
-        *searched = 0;
-        return site;
-    }
-    return ot_unwind_noted_rest(origin->ip, origin->sp, origin->bp, ot_opt.stack_depth, tag, &depth, searched);
+    return ot_unwind_noted_others(origin->ip, origin->sp, origin->bp, ot_opt.stack_depth, tag, &depth, searched);
 #endif
 }
 

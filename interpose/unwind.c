@@ -720,7 +720,9 @@ static uint64_t g_fallbacks;
  * touched as it fills. Paired runs, 20 and 16 pairs, median ratio and quartiles, against nine lines
  * of 8-byte checks: recursive_stacks 60000 0.984 (0.968-1.019), recursive_stacks_fp 60000 0.870
  * (0.778-0.974). */
-#define MEMO_CHK 73
+#define MEMO_BYTES 832   /* thirteen lines */
+#define MEMO_CHK_AT 96   /* where the checks start, after the header */
+#define MEMO_CHK ((MEMO_BYTES - MEMO_CHK_AT) / (8 + 2)) /* 73: a value and a slot each */
 #define MEMO_WAYS 8
 #define MEMO_KEY_FRAMES 5 /* frame 0 and frames 1-4: the key (memo_key) */
 typedef struct memo {
@@ -737,16 +739,16 @@ typedef struct memo {
     uint32_t site; /* the note */
     uint16_t nchk, nips;
     /* The entry that answered right after this one the last time this one answered (its index in
-     * the memo + 1; 0: none): the guess ot_unwind_noted_others tests first (memo_succ). */
+     * the memo + 1; 0: none): the guess ot_unwind_noted_guess tests first (memo_succ). */
     uint32_t succ, succ2;
     uint8_t kfirst; /* the leading checks that are key frames' return addresses: a probe skips them */
     /* The checks: nchk values (val), then their slots (slot: (slot - sp) / 8), memo_val, memo_slot. */
-    uint64_t chk[(832 - 96) / 8];
+    uint64_t chk[(MEMO_BYTES - MEMO_CHK_AT) / 8];
 } __attribute__((aligned(64))) memo_t;
-_Static_assert(sizeof(memo_t) == 832, "a memo entry is thirteen lines");
+_Static_assert(sizeof(memo_t) == MEMO_BYTES, "a memo entry is thirteen lines");
 _Static_assert((sizeof(memo_t) / 64) % 2 == 1, "an odd number of lines apart, entries' first lines use every cache set");
 _Static_assert(offsetof(memo_t, bp) == 64, "a probe's compares read the entry's first line only");
-_Static_assert(offsetof(memo_t, chk) == 96 && MEMO_CHK * 10 <= sizeof(((memo_t *)0)->chk), "the checks fit");
+_Static_assert(offsetof(memo_t, chk) == MEMO_CHK_AT && MEMO_CHK * (8 + 2) <= sizeof(((memo_t *)0)->chk), "the checks fit");
 typedef struct memo_set {
     memo_t way[MEMO_WAYS];
 } memo_set_t;
@@ -970,6 +972,15 @@ static inline const memo_t *memo_entry(const walk_t *w, uint32_t link)
     return link && link - 1 < (w->memo_mask + 1) * MEMO_WAYS ? &w->memo[0].way[link - 1] : NULL;
 }
 
+/* Entry e's tag and code generation as one word, as a question's tag_gen: code_gen << 32 | tag. */
+static inline uint64_t memo_tag_gen(const memo_t *e)
+{
+    _Static_assert(offsetof(memo_t, code_gen) == offsetof(memo_t, tag) + 4, "tag, then code_gen");
+    uint64_t tag_gen;
+    __builtin_memcpy(&tag_gen, &e->tag, sizeof tag_gen);
+    return tag_gen;
+}
+
 /* Can entry e stand for a request of max frames from rbp bp? Whole for the request (as whole() for
  * a walk) and frame 0's rbp equal where it matters. */
 static inline bool memo_fits(const memo_t *e, uintptr_t bp, unsigned max)
@@ -983,9 +994,8 @@ static inline bool memo_fits(const memo_t *e, uintptr_t bp, unsigned max)
 static inline bool memo_is_stack(const memo_t *e, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint64_t tag_gen,
                                  unsigned max)
 {
-    uint64_t e_tag_gen;
-    __builtin_memcpy(&e_tag_gen, &e->tag, sizeof e_tag_gen);
-    return e->ip == ip && e->sp == sp && e_tag_gen == tag_gen && memo_fits(e, bp, max) && memo_checks_hold(e, 0, sp);
+    return e->ip == ip && e->sp == sp && memo_tag_gen(e) == tag_gen && memo_fits(e, bp, max) &&
+           memo_checks_hold(e, 0, sp);
 }
 
 /* The memo's successor guess. A run of allocations that the memo answers one after another comes in
@@ -1032,8 +1042,9 @@ static inline const memo_t *memo_guess(const walk_t *w, const memo_t *last, uint
  * the two entries that followed the last one before, the more recent first? Its site (and *depth),
  * else 0. Not the last entry itself: the same stack twice in a row goes to the walk
  * (ot_unwind_noted_others). */
-static inline __attribute__((always_inline)) uint32_t memo_succ(walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen, unsigned max,
-                                 uint32_t tag, unsigned *depth)
+static inline __attribute__((always_inline)) uint32_t memo_succ(walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp,
+                                                                uint32_t code_gen, unsigned max, uint32_t tag,
+                                                                unsigned *depth)
 {
     const memo_t *last = w->memo_last;
     const uint64_t tag_gen = (uint64_t)code_gen << 32 | tag;
@@ -1045,7 +1056,41 @@ static inline __attribute__((always_inline)) uint32_t memo_succ(walk_t *w, uintp
     return e->site;
 }
 
-/* The site noted under tag for the stack from (ip, sp, bp) if the memo holds it, else 0. */
+/* What a probe compares a way with: the entry's first 48 bytes (frame 0 and the key's return
+ * addresses) in three SSE2 compares, then its tag and generation as one word (memo_tag_gen), the
+ * key's length and the fit, then its checks past the key frames' (kfirst). The twelve compares and
+ * branches the SSE2 ones replaced took 36 instructions a candidate (stack_depth=2, callgrind). */
+typedef struct {
+    __m128i x01, x23, x45;
+    uint64_t tag_gen;
+    uintptr_t sp, bp;
+    unsigned max, nkey;
+} memo_probe_t;
+_Static_assert(offsetof(memo_t, ip) == 0 && offsetof(memo_t, sp) == 8 && offsetof(memo_t, kip) == 16 &&
+                   offsetof(memo_t, tag) == 48 && offsetof(memo_t, code_gen) == 52 && MEMO_KEY_FRAMES - 1 == 4,
+               "memo_set_find reads the entry's first line as laid out");
+
+/* The entry of set mk that is the probed stack, or NULL; *full where the set has no free way. */
+static inline __attribute__((always_inline)) const memo_t *memo_set_find(const memo_key_t *mk, const memo_probe_t *q, bool *full)
+{
+    const __m128i fps = _mm_loadu_si128((const __m128i *)(const void *)mk->fps->fp), zero = _mm_setzero_si128();
+    *full = _mm_movemask_epi8(_mm_cmpeq_epi16(fps, zero)) == 0;
+    unsigned cand = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(fps, _mm_set1_epi16((short)mk->fp)));
+    for (; cand; cand &= cand - 1, cand &= cand - 1) { /* two mask bits per way */
+        const memo_t *e = &mk->set->way[__builtin_ctz(cand) / 2];
+        const __m128i *line = (const __m128i *)(const void *)e;
+        __m128i d = _mm_or_si128(_mm_or_si128(_mm_xor_si128(_mm_load_si128(line), q->x01),
+                                              _mm_xor_si128(_mm_load_si128(line + 1), q->x23)),
+                                 _mm_xor_si128(_mm_load_si128(line + 2), q->x45));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(d, zero)) == 0xFFFF && memo_tag_gen(e) == q->tag_gen &&
+            e->nkey == q->nkey && memo_fits(e, q->bp, q->max) && memo_checks_hold(e, e->kfirst, q->sp))
+            return e;
+    }
+    return NULL;
+}
+
+/* The site noted under tag for the stack from (ip, sp, bp) if the memo holds it, else 0: its set,
+ * then, where that is full, its buddy (memo_keep places entries there). */
 static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, uintptr_t bp, uint32_t code_gen,
                                        unsigned max, uint32_t tag, unsigned *depth, const memo_t **hit)
 {
@@ -1057,40 +1102,32 @@ static inline uint32_t memo_find_noted(walk_t *w, uintptr_t ip, uintptr_t sp, ui
         w->steps_gen = code_gen;
     }
     if (!memo_key_live(w, ip, sp, bp, max, &mk, kip, &nkey)) return 0;
-    /* The entry's first 48 bytes (frame 0 and the key's return addresses) against the probe's in
-     * three SSE2 compares, then its tag and generation as one word: the twelve compares and
-     * branches this replaced took 36 instructions a candidate (stack_depth=2, callgrind). */
-    _Static_assert(offsetof(memo_t, ip) == 0 && offsetof(memo_t, sp) == 8 && offsetof(memo_t, kip) == 16 &&
-                       offsetof(memo_t, tag) == 48 && offsetof(memo_t, code_gen) == 52 && MEMO_KEY_FRAMES - 1 == 4,
-                   "the compare below reads the entry's first line as laid out");
-    const __m128i x01 = _mm_set_epi64x((long long)sp, (long long)ip);
-    const __m128i x23 = _mm_set_epi64x((long long)kip[1], (long long)kip[0]);
-    const __m128i x45 = _mm_set_epi64x((long long)kip[3], (long long)kip[2]);
-    const uint64_t tag_gen = (uint64_t)code_gen << 32 | tag;
-    const __m128i zero = _mm_setzero_si128(), want = _mm_set1_epi16((short)mk.fp);
-    for (unsigned pass = 0;; pass++) {
-        __m128i fps = _mm_loadu_si128((const __m128i *)(const void *)mk.fps->fp);
-        unsigned cand = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(fps, want));
-        for (; cand; cand &= cand - 1, cand &= cand - 1) { /* two mask bits per way */
-            const memo_t *e = &mk.set->way[__builtin_ctz(cand) / 2];
-            const __m128i *line = (const __m128i *)(const void *)e;
-            __m128i d = _mm_or_si128(_mm_or_si128(_mm_xor_si128(_mm_load_si128(line), x01),
-                                                  _mm_xor_si128(_mm_load_si128(line + 1), x23)),
-                                     _mm_xor_si128(_mm_load_si128(line + 2), x45));
-            uint64_t e_tag_gen;
-            __builtin_memcpy(&e_tag_gen, &e->tag, sizeof e_tag_gen);
-            if (_mm_movemask_epi8(_mm_cmpeq_epi8(d, zero)) != 0xFFFF || e_tag_gen != tag_gen || e->nkey != nkey ||
-                !memo_fits(e, bp, max))
-                continue;
-            if (!memo_checks_hold(e, e->kfirst, sp)) continue;
-            *depth = e->nips < max ? e->nips : max;
-            *hit = e;
-            return e->site;
-        }
-        /* A full set may have placed entries of its keys in its buddy (memo_keep): asked too. */
-        if (pass || _mm_movemask_epi8(_mm_cmpeq_epi16(fps, zero)) != 0) return 0;
+    const memo_probe_t q = {_mm_set_epi64x((long long)sp, (long long)ip),
+                            _mm_set_epi64x((long long)kip[1], (long long)kip[0]),
+                            _mm_set_epi64x((long long)kip[3], (long long)kip[2]),
+                            (uint64_t)code_gen << 32 | tag,
+                            sp,
+                            bp,
+                            max,
+                            nkey};
+    bool full;
+    const memo_t *e = memo_set_find(&mk, &q, &full);
+    if (!e && full) {
         mk = memo_buddy(w, mk);
+        e = memo_set_find(&mk, &q, &full);
     }
+    if (!e) return 0;
+    *depth = e->nips < max ? e->nips : max;
+    *hit = e;
+    return e->site;
+}
+
+/* The first free way of set mk (fingerprint 0), or MEMO_WAYS where it is full. */
+static inline unsigned memo_free_way(const memo_key_t *mk)
+{
+    unsigned k = 0;
+    while (k < MEMO_WAYS && mk->fps->fp[k]) k++;
+    return k;
 }
 
 /* Walk b, just noted with site under tag, kept in the memo (w busy), unless its checks do not fit
@@ -1100,12 +1137,10 @@ static void memo_keep(walk_t *w, const wbuf_t *b, uint32_t tag, uint32_t site)
     if (b->n < 2 || !(b->complete || b->cut)) return;
     unsigned nkey;
     memo_key_t mk = memo_keep_key(w, b, &nkey);
-    unsigned k = 0;
-    while (k < MEMO_WAYS && mk.fps->fp[k]) k++;
+    unsigned k = memo_free_way(&mk);
     if (k == MEMO_WAYS) { /* full: a free way of the buddy set, else the next way here in turn */
         memo_key_t bk = memo_buddy(w, mk);
-        unsigned j = 0;
-        while (j < MEMO_WAYS && bk.fps->fp[j]) j++;
+        unsigned j = memo_free_way(&bk);
         if (j < MEMO_WAYS) {
             mk = bk;
             k = j;
@@ -1511,17 +1546,6 @@ uint32_t ot_unwind_noted_rest(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     w->busy = 0;
     return site;
-}
-
-uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
-                                uint32_t *searched)
-{
-    uint32_t site = ot_unwind_noted_guess(ip, sp, bp, max, tag, depth);
-    if (site) {
-        *searched = 0;
-        return site;
-    }
-    return ot_unwind_noted_rest(ip, sp, bp, max, tag, depth, searched);
 }
 
 /* Both questions, the last walk's and the others', out of line for stack.c (the checking build's

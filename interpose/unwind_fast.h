@@ -184,12 +184,21 @@ static inline __attribute__((always_inline)) uint32_t ot_unwind_noted_inline(uin
  * most rounds. *searched is set when no remembered walk is this stack (each that may be was
  * compared, the last one by ot_unwind_noted_inline), for the walk that follows (note.searched):
  * cc1 under stacks=all, half the time. */
-uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
-                                uint32_t *searched);
-/* ot_unwind_noted_others in its two parts: the memo's successor guess alone (the site, or 0), in a
- * run of the memo's answers; then, where it is not this stack, the rest. */
+/* Its two parts, out of line (unwind.c): the memo's successor guess alone (the site, or 0), in a run
+ * of the memo's answers; then, where it is not this stack, the rest. */
 uint32_t ot_unwind_noted_guess(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth);
 uint32_t ot_unwind_noted_rest(uintptr_t ip, uintptr_t sp, uintptr_t bp, unsigned max, uint32_t tag, unsigned *depth,
                               uint32_t *searched);
+static inline __attribute__((always_inline)) uint32_t ot_unwind_noted_others(uintptr_t ip, uintptr_t sp, uintptr_t bp,
+                                                                            unsigned max, uint32_t tag, unsigned *depth,
+                                                                            uint32_t *searched)
+{
+    uint32_t site = ot_unwind_noted_guess(ip, sp, bp, max, tag, depth);
+    if (site) {
+        *searched = 0;
+        return site;
+    }
+    return ot_unwind_noted_rest(ip, sp, bp, max, tag, depth, searched);
+}
 
 #endif
