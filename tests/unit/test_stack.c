@@ -1260,11 +1260,9 @@ static void memo_frame2_round(const noted_fn *callers, unsigned differ, const ch
     static const unsigned limits[] = {OT_MAX_FRAMES, 3, 2};
     ot_stack_note_t note = {0};
     uintptr_t ips[OT_MAX_FRAMES];
-    probe_first = 1;
     for (volatile unsigned l = 0; l < 3; l++) {
         bool whole = limits[l] > differ; /* the stacks differ within the limit */
-        memset(memo_mem, 0, sizeof memo_mem); /* no entry of the tests before */
-        ot_unwind_attach(memo_mem, sizeof memo_mem);
+        (void)memo_fresh();
         leaf_max = probe_max = limits[l];
         unsigned walked[2] = {0}, hits[2] = {0};
         for (volatile unsigned r = 0; r < 2; r++) {
@@ -1292,8 +1290,7 @@ static void memo_frame2_round(const noted_fn *callers, unsigned differ, const ch
         EXPECT_EQ_U(walked[1], 0);
     }
     leaf_max = probe_max = OT_MAX_FRAMES;
-    ot_unwind_attach(NULL, 0);
-    probe_first = 0;
+    memo_done();
 }
 
 TEST(test_cfi_stack_memo_frame2)
